@@ -1,0 +1,2 @@
+//! stampo's grammar engine.
+pub mod ir;
