@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Runs every test of stampo: set-up (skipped where done), the lint gates, the native test
+# suite, the wasm32 build, and the browser tests in headless Chromium.
+#
+# Usage: scripts/test.sh
+# Environment: STAMPO_CACHE / STAMPO_MODELS / CARGO_TARGET_DIR (scripts/env.sh).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+# shellcheck source=scripts/env.sh
+. "$root/scripts/env.sh"
+# Tests that need a model or ../shared data fail instead of skipping when it is absent.
+export STAMPO_REQUIRE_FIXTURES=1
+
+step_start=0
+step() { step_start=$(date +%s); printf '\n== %s\n' "$*"; }
+done_step() { printf '== %s: %d s\n' "$1" "$(( $(date +%s) - step_start ))"; }
+
+step "set-up"
+scripts/setup.sh apt node bindgen models
+done_step "set-up"
+
+step "cargo fmt --check"
+cargo fmt --all --check
+done_step "fmt"
+
+step "cargo clippy (all targets, -D warnings)"
+cargo clippy --quiet --workspace --all-targets -- -D warnings
+done_step "clippy"
+
+step "cargo test (native)"
+cargo test --workspace
+done_step "cargo test"
+
+step "wasm32 build"
+scripts/build-wasm.sh
+done_step "wasm32 build"
+
+step "browser tests (headless Chromium)"
+node --test tests/browser/
+done_step "browser tests"
