@@ -1,0 +1,23 @@
+//! stampo's engine: requests shaped like llama.cpp's server, the sampler chain, and the
+//! constrained generation loop that joins a model's logits to a grammar's token masks.
+//!
+//! Key types: [`Request`] (a resolved `/completion` or `/v1/chat/completions` body),
+//! [`Constraint`] (the one constraint a request asks for), [`Sampler`] (llama.cpp's chain
+//! with a portable seeded generator).
+//!
+//! Usage:
+//! 1. Merge the UI's Custom JSON over the body: [`request::custom_json::merge_text`].
+//! 2. Resolve it: [`Request::from_body`] — wrong types and conflicts are errors naming the
+//!    field, unknown fields become [`Warning`]s carried into the response.
+//! 3. Build a [`Sampler`] from `request.sampling`, feed it the prompt with
+//!    [`Sampler::accept`], then draw with [`Sampler::sample`] under the grammar's mask.
+
+pub mod error;
+pub mod request;
+pub mod sampler;
+
+pub use error::Error;
+pub use request::{
+    Constraint, Endpoint, Message, Prompt, Request, Tool, ToolCall, ToolChoice, Warning,
+};
+pub use sampler::{Sampled, Sampler, SamplingParams, Stage};
