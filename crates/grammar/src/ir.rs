@@ -37,7 +37,10 @@ pub enum Expr {
     /// An exact byte string (a GBNF literal, UTF-8 encoded).
     Literal(Vec<u8>),
     /// One character from the ranges (or, when `negated`, any character outside them).
-    Class { ranges: Vec<CharRange>, negated: bool },
+    Class {
+        ranges: Vec<CharRange>,
+        negated: bool,
+    },
     /// A reference to another rule.
     Rule(RuleId),
     /// Each in turn.
@@ -45,7 +48,11 @@ pub enum Expr {
     /// Any one of them.
     Alt(Vec<Expr>),
     /// `expr{min,max}`; `max: None` is unbounded.
-    Repeat { expr: Box<Expr>, min: u32, max: Option<u32> },
+    Repeat {
+        expr: Box<Expr>,
+        min: u32,
+        max: Option<u32>,
+    },
     /// A special token (`<...>`), or any token but it (`!<...>`) when `negated`.
     Token { token: TokenRef, negated: bool },
 }

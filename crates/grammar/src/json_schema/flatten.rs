@@ -1,0 +1,218 @@
+//! Conjunctions: the schema objects that apply to one instance together.
+//!
+//! A schema object's own keywords, the members of its `allOf` and the target of its `$ref`
+//! all apply at once; [`Resolver::flatten`] gathers them into a [`Conj`]. `anyOf`/`oneOf`
+//! are kept as *groups* to pick a branch from later. Cycles (`$ref` back to an ancestor)
+//! stop the gathering, since a schema already in the conjunction adds nothing new.
+
+use std::collections::{BTreeSet, HashMap};
+
+use serde_json::Value;
+
+use super::SchemaError;
+
+/// Schema objects that apply together, identified by JSON pointer.
+#[derive(Clone, Debug, Default)]
+pub struct Conj {
+    /// Schema objects whose own keywords apply, in the order they were reached.
+    pub own: Vec<String>,
+    /// `anyOf`/`oneOf` arrays (their pointers) still to pick a branch from.
+    pub groups: BTreeSet<String>,
+    /// The pointer of a `false` schema in the conjunction: nothing matches.
+    pub never: Option<String>,
+}
+
+/// A conjunction's identity, independent of the order it was gathered in.
+pub type ConjKey = (BTreeSet<String>, BTreeSet<String>, bool);
+
+impl Conj {
+    pub fn key(&self) -> ConjKey {
+        (self.own.iter().cloned().collect(), self.groups.clone(), self.never.is_some())
+    }
+
+    /// A readable name for the rule of this conjunction: its first schema's pointer.
+    pub fn name_hint(&self) -> String {
+        self.own.first().cloned().unwrap_or_else(|| "any".into())
+    }
+}
+
+/// Finds `$ref` targets: JSON pointers, `$anchor`s and `$id`s inside the document.
+pub struct Resolver<'a> {
+    pub root: &'a Value,
+    ids: HashMap<String, String>,
+}
+
+impl<'a> Resolver<'a> {
+    pub fn new(root: &'a Value) -> Self {
+        let mut ids = HashMap::new();
+        collect_ids(root, String::new(), &mut ids, 0);
+        Self { root, ids }
+    }
+
+    pub fn get(&self, pointer: &str) -> Option<&'a Value> {
+        self.root.pointer(pointer)
+    }
+
+    /// The pointer a `$ref` found at `at` points to.
+    pub fn resolve(&self, at: &str, reference: &str) -> Result<String, SchemaError> {
+        let not_found = || SchemaError::RefNotFound { pointer: at.to_owned(), target: reference.to_owned() };
+        let (base, fragment) = match reference.split_once('#') {
+            Some((b, f)) => (b, f),
+            None => (reference, ""),
+        };
+        let base_ptr = if base.is_empty() {
+            String::new()
+        } else {
+            self.ids.get(base).cloned().ok_or_else(not_found)?
+        };
+        let target = if fragment.is_empty() || fragment.starts_with('/') {
+            format!("{base_ptr}{}", percent_decode(fragment))
+        } else {
+            self.ids.get(&format!("#{fragment}")).cloned().ok_or_else(not_found)?
+        };
+        match self.get(&target) {
+            Some(Value::Object(_) | Value::Bool(_)) => Ok(target),
+            _ => Err(not_found()),
+        }
+    }
+
+    /// Adds the schema at `pointer`, with its `allOf` members and `$ref` target, to `conj`.
+    pub fn flatten(&self, pointer: &str, conj: &mut Conj) -> Result<(), SchemaError> {
+        let mut stack = vec![pointer.to_owned()];
+        while let Some(ptr) = stack.pop() {
+            match self.get(&ptr) {
+                Some(Value::Bool(true)) => {}
+                Some(Value::Bool(false)) => {
+                    conj.never.get_or_insert(ptr);
+                }
+                Some(Value::Object(map)) => {
+                    if conj.own.contains(&ptr) {
+                        continue;
+                    }
+                    conj.own.push(ptr.clone());
+                    // Pushed in reverse so they are reached in document order.
+                    let mut next = Vec::new();
+                    if let Some(r) = map.get("$ref") {
+                        let r = r.as_str().ok_or_else(|| SchemaError::NotASchema {
+                            pointer: ptr.clone(),
+                            message: "$ref must be a string".into(),
+                        })?;
+                        next.push(self.resolve(&ptr, r)?);
+                    }
+                    if let Some(all) = map.get("allOf") {
+                        let all = all.as_array().ok_or_else(|| SchemaError::NotASchema {
+                            pointer: format!("{ptr}/allOf"),
+                            message: "allOf must be an array of schemas".into(),
+                        })?;
+                        next.extend((0..all.len()).map(|i| format!("{ptr}/allOf/{i}")));
+                    }
+                    for kw in ["anyOf", "oneOf"] {
+                        if let Some(v) = map.get(kw) {
+                            match v.as_array() {
+                                Some(a) if !a.is_empty() => {
+                                    conj.groups.insert(format!("{ptr}/{kw}"));
+                                }
+                                _ => {
+                                    return Err(SchemaError::NotASchema {
+                                        pointer: format!("{ptr}/{kw}"),
+                                        message: format!("{kw} must be a non-empty array of schemas"),
+                                    });
+                                }
+                            }
+                        }
+                    }
+                    stack.extend(next.into_iter().rev());
+                }
+                Some(other) => {
+                    return Err(SchemaError::NotASchema {
+                        pointer: ptr,
+                        message: format!("a schema is an object or a boolean, not {}", kind_of(other)),
+                    });
+                }
+                None => {
+                    return Err(SchemaError::RefNotFound { pointer: ptr.clone(), target: format!("#{ptr}") });
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+pub fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// Escapes a property name for use in a JSON pointer (RFC 6901).
+pub fn escape(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
+}
+
+/// Records `$id`/`id` (the whole URI and its last path segment) and `$anchor`s.
+fn collect_ids(v: &Value, ptr: String, ids: &mut HashMap<String, String>, depth: usize) {
+    // Deep documents are walked only so far; refs into deeper ids then fail with a clear
+    // error instead of overflowing the stack.
+    if depth > 256 {
+        return;
+    }
+    match v {
+        Value::Object(map) => {
+            for key in ["$id", "id"] {
+                if let Some(Value::String(id)) = map.get(key) {
+                    let id = id.trim_end_matches('#');
+                    if let Some((base, frag)) = id.split_once('#') {
+                        // Draft-6 style `"$id": "#foo"` anchors.
+                        if base.is_empty() {
+                            ids.entry(format!("#{frag}")).or_insert_with(|| ptr.clone());
+                        }
+                    } else {
+                        ids.entry(id.to_owned()).or_insert_with(|| ptr.clone());
+                        if let Some(last) = id.rsplit('/').next() {
+                            ids.entry(last.to_owned()).or_insert_with(|| ptr.clone());
+                        }
+                    }
+                }
+            }
+            if let Some(Value::String(a)) = map.get("$anchor") {
+                ids.entry(format!("#{a}")).or_insert_with(|| ptr.clone());
+            }
+            for (k, child) in map {
+                // Values of `enum`/`const`/`examples` are data, not schemas.
+                if matches!(k.as_str(), "enum" | "const" | "examples" | "default") {
+                    continue;
+                }
+                collect_ids(child, format!("{ptr}/{}", escape(k)), ids, depth + 1);
+            }
+        }
+        Value::Array(items) => {
+            for (i, child) in items.iter().enumerate() {
+                collect_ids(child, format!("{ptr}/{i}"), ids, depth + 1);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}

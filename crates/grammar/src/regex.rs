@@ -1,0 +1,363 @@
+//! Regular expressions (JSON Schema `pattern`, ECMA-262 flavour) lowered to the grammar IR.
+//!
+//! The pattern is parsed by `regex-syntax`, then adjusted to ECMA-262 meaning before it is
+//! translated: `\d` and `\w` are ASCII-only and `.` excludes all four line terminators
+//! (`\n`, `\r`, U+2028, U+2029). As JSON Schema says, a pattern is *unanchored*: it
+//! matches a string that merely contains a match, unless it begins with `^` or ends with
+//! `$` (per top-level alternative).
+//!
+//! Look-around, back-references and word boundaries cannot be expressed by a context-free
+//! grammar and are refused with the byte offset in the pattern. Repetition bounds above
+//! the limit are refused too, so a pattern cannot blow the grammar up.
+//!
+//! [`Encoding::JsonString`] produces the text *inside* a JSON string literal: characters
+//! that JSON must escape (`"`, `\`, controls) match their escape sequences instead.
+
+use regex_syntax::ast::{self, Ast, ClassAsciiKind, ClassPerlKind};
+use regex_syntax::hir::{Class, Hir, HirKind, Look};
+use thiserror::Error;
+
+use crate::ir::{CharRange, Expr};
+use crate::json_schema::rules::{alt, class, lit, repeat, seq, star};
+
+/// How matched characters are written in the text the grammar matches.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    /// The characters themselves.
+    Raw,
+    /// The inside of a JSON string: `"`, `\` and U+0000–U+001F as JSON escapes.
+    JsonString,
+}
+
+/// Why a pattern was refused; `offset` is a byte offset into the pattern when known.
+#[derive(Clone, Debug, Error, PartialEq, Eq)]
+pub enum RegexError {
+    #[error("regex syntax error at byte {offset}: {message}")]
+    Syntax { offset: usize, message: String },
+    #[error("regex feature not supported at byte {offset}: {what} (a grammar cannot express it)")]
+    Unsupported { offset: usize, what: String },
+    #[error("regex repetition bound {value} exceeds the limit {max}")]
+    RepetitionTooLarge { value: u32, max: u32 },
+}
+
+/// Compiles `pattern` to an expression matching every string that contains a match
+/// (respecting `^`/`$`), written in `encoding`. Repetition bounds above `max_repetition`
+/// are refused.
+pub fn compile(pattern: &str, encoding: Encoding, max_repetition: u32) -> Result<Expr, RegexError> {
+    let mut ast = ast::parse::ParserBuilder::new()
+        .build()
+        .parse(pattern)
+        .map_err(|e| classify_syntax_error(&e))?;
+    make_ecma(&mut ast)?;
+    let hir = regex_syntax::hir::translate::TranslatorBuilder::new()
+        .unicode(true)
+        .utf8(true)
+        .build()
+        .translate(pattern, &ast)
+        .map_err(|e| RegexError::Syntax { offset: e.span().start.offset, message: e.kind().to_string() })?;
+    let lower = Lower { encoding, max_repetition };
+    let branches: Vec<&Hir> = match hir.kind() {
+        HirKind::Alternation(bs) => bs.iter().collect(),
+        _ => vec![&hir],
+    };
+    let mut out = Vec::with_capacity(branches.len());
+    for b in branches {
+        out.push(lower.anchored(b)?);
+    }
+    Ok(alt(out))
+}
+
+/// `regex-syntax` reports look-around and back-references as syntax errors; say what they
+/// are, since the user wrote valid ECMA-262.
+fn classify_syntax_error(e: &ast::Error) -> RegexError {
+    let offset = e.span().start.offset;
+    match e.kind() {
+        ast::ErrorKind::UnsupportedLookAround => {
+            RegexError::Unsupported { offset, what: "look-around assertion".into() }
+        }
+        ast::ErrorKind::UnsupportedBackreference => {
+            RegexError::Unsupported { offset, what: "back-reference".into() }
+        }
+        kind => RegexError::Syntax { offset, message: kind.to_string() },
+    }
+}
+
+/// Rewrites the AST to ECMA-262 meaning: ASCII `\d`/`\w`, `.` without line terminators;
+/// refuses word boundaries.
+fn make_ecma(ast: &mut Ast) -> Result<(), RegexError> {
+    match ast {
+        Ast::Dot(span) => {
+            let span = **span;
+            let item = |c: char| {
+                ast::ClassSetItem::Literal(ast::Literal { span, kind: ast::LiteralKind::Verbatim, c })
+            };
+            *ast = Ast::ClassBracketed(Box::new(ast::ClassBracketed {
+                span,
+                negated: true,
+                kind: ast::ClassSet::Item(ast::ClassSetItem::Union(ast::ClassSetUnion {
+                    span,
+                    items: vec![item('\n'), item('\r'), item('\u{2028}'), item('\u{2029}')],
+                })),
+            }));
+        }
+        Ast::ClassPerl(p) => {
+            if let Some(ascii) = ascii_perl(p) {
+                *ast = Ast::ClassBracketed(Box::new(ast::ClassBracketed {
+                    span: p.span,
+                    negated: false,
+                    kind: ast::ClassSet::Item(ascii),
+                }));
+            }
+        }
+        Ast::ClassBracketed(b) => make_ecma_set(&mut b.kind),
+        Ast::Assertion(a) => match a.kind {
+            ast::AssertionKind::StartLine
+            | ast::AssertionKind::EndLine
+            | ast::AssertionKind::StartText
+            | ast::AssertionKind::EndText => {}
+            _ => {
+                return Err(RegexError::Unsupported {
+                    offset: a.span.start.offset,
+                    what: "word-boundary assertion".into(),
+                });
+            }
+        },
+        Ast::Repetition(r) => make_ecma(&mut r.ast)?,
+        Ast::Group(g) => make_ecma(&mut g.ast)?,
+        Ast::Alternation(a) => {
+            for x in &mut a.asts {
+                make_ecma(x)?;
+            }
+        }
+        Ast::Concat(c) => {
+            for x in &mut c.asts {
+                make_ecma(x)?;
+            }
+        }
+        Ast::Empty(_) | Ast::Flags(_) | Ast::Literal(_) | Ast::ClassUnicode(_) => {}
+    }
+    Ok(())
+}
+
+fn make_ecma_set(set: &mut ast::ClassSet) {
+    match set {
+        ast::ClassSet::Item(item) => make_ecma_item(item),
+        ast::ClassSet::BinaryOp(op) => {
+            make_ecma_set(&mut op.lhs);
+            make_ecma_set(&mut op.rhs);
+        }
+    }
+}
+
+fn make_ecma_item(item: &mut ast::ClassSetItem) {
+    match item {
+        ast::ClassSetItem::Perl(p) => {
+            if let Some(ascii) = ascii_perl(p) {
+                *item = ascii;
+            }
+        }
+        ast::ClassSetItem::Bracketed(b) => make_ecma_set(&mut b.kind),
+        ast::ClassSetItem::Union(u) => u.items.iter_mut().for_each(make_ecma_item),
+        _ => {}
+    }
+}
+
+/// `\d`, `\w` (and negations) as their ASCII classes; `\s` keeps its Unicode meaning, which
+/// is ECMA-262's.
+fn ascii_perl(p: &ast::ClassPerl) -> Option<ast::ClassSetItem> {
+    let kind = match p.kind {
+        ClassPerlKind::Digit => ClassAsciiKind::Digit,
+        ClassPerlKind::Word => ClassAsciiKind::Word,
+        ClassPerlKind::Space => return None,
+    };
+    Some(ast::ClassSetItem::Ascii(ast::ClassAscii { span: p.span, kind, negated: p.negated }))
+}
+
+struct Lower {
+    encoding: Encoding,
+    max_repetition: u32,
+}
+
+impl Lower {
+    /// One top-level alternative: strips a leading `^` and trailing `$`, and pads the
+    /// unanchored sides with "any characters".
+    fn anchored(&self, hir: &Hir) -> Result<Expr, RegexError> {
+        let items: Vec<&Hir> = match hir.kind() {
+            HirKind::Concat(xs) => xs.iter().collect(),
+            _ => vec![hir],
+        };
+        let is_start = |h: &&Hir| matches!(h.kind(), HirKind::Look(Look::Start | Look::StartLF));
+        let is_end = |h: &&Hir| matches!(h.kind(), HirKind::Look(Look::End | Look::EndLF));
+        let mut lo = 0;
+        let mut hi = items.len();
+        let start = items.first().is_some_and(is_start);
+        if start {
+            lo = 1;
+        }
+        let end = hi > lo && items.get(hi - 1).is_some_and(is_end);
+        if end {
+            hi -= 1;
+        }
+        let mut parts = Vec::new();
+        if !start {
+            parts.push(star(self.any_char()));
+        }
+        for h in &items[lo..hi] {
+            parts.push(self.lower(h)?);
+        }
+        if !end {
+            parts.push(star(self.any_char()));
+        }
+        Ok(seq(parts))
+    }
+
+    fn lower(&self, hir: &Hir) -> Result<Expr, RegexError> {
+        Ok(match hir.kind() {
+            HirKind::Empty => Expr::Empty,
+            HirKind::Literal(l) => {
+                let text = String::from_utf8_lossy(&l.0);
+                seq(text.chars().map(|c| self.char_expr(c)).collect())
+            }
+            HirKind::Class(Class::Unicode(c)) => {
+                let ranges: Vec<(char, char)> = c.iter().map(|r| (r.start(), r.end())).collect();
+                self.class_expr(&ranges)
+            }
+            HirKind::Class(Class::Bytes(_)) => {
+                return Err(RegexError::Unsupported { offset: 0, what: "byte class".into() });
+            }
+            HirKind::Look(_) => {
+                return Err(RegexError::Unsupported {
+                    offset: 0,
+                    what: "anchor (^ or $) inside the pattern; only a leading ^ and a trailing $ are supported"
+                        .into(),
+                });
+            }
+            HirKind::Repetition(r) => {
+                for bound in [Some(r.min), r.max].into_iter().flatten() {
+                    if bound > self.max_repetition {
+                        return Err(RegexError::RepetitionTooLarge { value: bound, max: self.max_repetition });
+                    }
+                }
+                repeat(self.lower(&r.sub)?, r.min, r.max)
+            }
+            HirKind::Capture(c) => self.lower(&c.sub)?,
+            HirKind::Concat(xs) => seq(xs.iter().map(|x| self.lower(x)).collect::<Result<_, _>>()?),
+            HirKind::Alternation(xs) => alt(xs.iter().map(|x| self.lower(x)).collect::<Result<_, _>>()?),
+        })
+    }
+
+    fn any_char(&self) -> Expr {
+        match self.encoding {
+            Encoding::Raw => Expr::Class { ranges: vec![CharRange { lo: '\0', hi: char::MAX }], negated: false },
+            Encoding::JsonString => json_char(),
+        }
+    }
+
+    fn char_expr(&self, c: char) -> Expr {
+        match self.encoding {
+            Encoding::Raw => lit(c.encode_utf8(&mut [0; 4])),
+            Encoding::JsonString => json_escaped(c).unwrap_or_else(|| lit(c.encode_utf8(&mut [0; 4]))),
+        }
+    }
+
+    fn class_expr(&self, ranges: &[(char, char)]) -> Expr {
+        match self.encoding {
+            Encoding::Raw => class(ranges),
+            Encoding::JsonString => json_class(ranges),
+        }
+    }
+}
+
+/// Characters JSON must escape inside a string.
+fn must_escape(c: char) -> bool {
+    c == '"' || c == '\\' || c < ' '
+}
+
+/// How a character that must be escaped may be written: its short escape (`\n`) where JSON
+/// has one, and `\u00XX` in upper or lower case hex.
+fn json_escaped(c: char) -> Option<Expr> {
+    if !must_escape(c) {
+        return None;
+    }
+    let short = match c {
+        '"' => Some("\\\""),
+        '\\' => Some("\\\\"),
+        '\n' => Some("\\n"),
+        '\r' => Some("\\r"),
+        '\t' => Some("\\t"),
+        '\u{8}' => Some("\\b"),
+        '\u{c}' => Some("\\f"),
+        _ => None,
+    };
+    let code = c as u32;
+    let mut forms = vec![lit(&format!("\\u{code:04x}")), lit(&format!("\\u{code:04X}"))];
+    if let Some(s) = short {
+        forms.insert(0, lit(s));
+    }
+    Some(alt(forms))
+}
+
+/// The characters JSON must escape, as sorted ranges.
+const ESCAPED: [(char, char); 3] = [('\0', '\u{1f}'), ('"', '"'), ('\\', '\\')];
+
+/// A character class inside a JSON string: the characters JSON lets through raw, plus the
+/// escape sequences of those it must escape.
+pub fn json_class(ranges: &[(char, char)]) -> Expr {
+    let mut raw: Vec<(char, char)> = Vec::new();
+    let mut escaped: Vec<char> = Vec::new();
+    for &(lo, hi) in ranges {
+        // Subtract the escaped ranges from [lo, hi], left to right.
+        let mut start = lo as u32;
+        let end = hi as u32;
+        for (elo, ehi) in ESCAPED {
+            let (elo, ehi) = (elo as u32, ehi as u32);
+            if ehi < start || elo > end {
+                continue;
+            }
+            if elo > start {
+                push_range(&mut raw, start, elo - 1);
+            }
+            escaped.extend((elo.max(start)..=ehi.min(end)).filter_map(char::from_u32));
+            start = ehi + 1;
+        }
+        if start <= end {
+            push_range(&mut raw, start, end);
+        }
+    }
+    let mut parts = Vec::new();
+    if !raw.is_empty() {
+        parts.push(class(&raw));
+    }
+    parts.extend(escaped.into_iter().filter_map(json_escaped));
+    alt(parts)
+}
+
+/// Pushes `lo..=hi` as characters; the range never starts or ends inside the surrogate gap
+/// because class ranges from `regex-syntax` never do and the escaped characters are ASCII.
+fn push_range(out: &mut Vec<(char, char)>, lo: u32, hi: u32) {
+    if let (Some(lo), Some(hi)) = (char::from_u32(lo), char::from_u32(hi)) {
+        out.push((lo, hi));
+    }
+}
+
+/// Any one character of a JSON string's content: an unescaped character or an escape
+/// sequence (`\"`, `\\`, `\/`, `\b`, `\f`, `\n`, `\r`, `\t`, `\uXXXX`).
+pub fn json_char() -> Expr {
+    let hex = class(&[('0', '9'), ('a', 'f'), ('A', 'F')]);
+    alt(vec![
+        Expr::Class {
+            ranges: vec![CharRange { lo: '\0', hi: '\u{1f}' }, CharRange { lo: '"', hi: '"' }, CharRange {
+                lo: '\\',
+                hi: '\\',
+            }],
+            negated: true,
+        },
+        seq(vec![
+            lit("\\"),
+            alt(vec![
+                class(&[('"', '"'), ('\\', '\\'), ('/', '/'), ('b', 'b'), ('f', 'f'), ('n', 'n'), ('r', 'r'), ('t', 't')]),
+                seq(vec![lit("u"), repeat(hex, 4, Some(4))]),
+            ]),
+        ]),
+    ])
+}

@@ -1,0 +1,331 @@
+//! The matcher's state: a set of parse stacks, hash-consed, with a lazily built DFA on top.
+//!
+//! A stack is a chain of frames; a frame is an automaton state plus its parent frame. Frames
+//! are interned (`(state, parent)` → one id), so equal stacks are equal ids, a set of stacks
+//! is a sorted list of ids, and sets are interned too. Each interned set is one state of a
+//! DFA over bytes whose transitions are computed on first use and cached (a 256-entry
+//! table), the way a lazy DFA runs a regex. Walking the vocabulary trie to build a token
+//! mask is then mostly table look-ups.
+//!
+//! Sets hold only frames that can consume something (a state with byte or token edges), plus
+//! [`ACCEPT`] when every frame can be popped (the document may end here).
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use crate::automaton::{CompiledGrammar, StateId};
+
+/// Frame id 0 is the bottom of every stack; in a set, 0 means "accepting".
+pub(crate) const ACCEPT: u32 = 0;
+const BOTTOM: u32 = 0;
+/// Set id of the empty set: every stack died.
+pub(crate) const DEAD: u32 = 0;
+const UNKNOWN: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct Frame {
+    state: StateId,
+    parent: u32,
+    depth: u32,
+}
+
+/// Frames, sets and the lazy DFA for one compiled grammar.
+pub(crate) struct Engine {
+    pub(crate) g: Arc<CompiledGrammar>,
+    frames: Vec<Frame>,
+    frame_index: FxHashMap<(StateId, u32), u32>,
+    sets: Vec<Box<[u32]>>,
+    set_index: FxHashMap<Box<[u32]>, u32>,
+    trans: Vec<Option<Box<[u32; 256]>>>,
+    tables: usize,
+    /// Fewest bytes to empty the stack from each frame (`u32::MAX` = not computed).
+    close_cost: Vec<u32>,
+    pub(crate) initial: u32,
+    // Scratch space for closures.
+    stamp: Vec<u32>,
+    epoch: u32,
+    work: Vec<u32>,
+    out: Vec<u32>,
+    pub(crate) depth_limit_hit: bool,
+    pub(crate) too_many_stacks: bool,
+}
+
+fn intern_frame(
+    frames: &mut Vec<Frame>,
+    index: &mut FxHashMap<(StateId, u32), u32>,
+    state: StateId,
+    parent: u32,
+) -> u32 {
+    *index.entry((state, parent)).or_insert_with(|| {
+        let depth = frames[parent as usize].depth + 1;
+        frames.push(Frame {
+            state,
+            parent,
+            depth,
+        });
+        (frames.len() - 1) as u32
+    })
+}
+
+impl Engine {
+    pub(crate) fn new(g: Arc<CompiledGrammar>) -> Self {
+        let mut e = Engine {
+            g,
+            frames: vec![Frame {
+                state: 0,
+                parent: BOTTOM,
+                depth: 0,
+            }],
+            frame_index: FxHashMap::default(),
+            sets: Vec::new(),
+            set_index: FxHashMap::default(),
+            trans: Vec::new(),
+            tables: 0,
+            close_cost: Vec::new(),
+            initial: DEAD,
+            stamp: Vec::new(),
+            epoch: 0,
+            work: Vec::new(),
+            out: Vec::new(),
+            depth_limit_hit: false,
+            too_many_stacks: false,
+        };
+        let dead = e.intern_set(Vec::new());
+        debug_assert_eq!(dead, DEAD);
+        let root_start = e.g.rule_start[0];
+        let root = intern_frame(&mut e.frames, &mut e.frame_index, root_start, BOTTOM);
+        e.begin();
+        e.closure(root);
+        e.initial = e.finish();
+        e
+    }
+
+    #[allow(dead_code)] // used by token masks, which land next
+    pub(crate) fn set(&self, id: u32) -> &[u32] {
+        &self.sets[id as usize]
+    }
+
+    pub(crate) fn is_accepting(&self, set: u32) -> bool {
+        self.sets[set as usize].first() == Some(&ACCEPT)
+    }
+
+    /// The automaton state of a frame.
+    #[allow(dead_code)] // used by token masks, which land next
+    pub(crate) fn frame_state(&self, frame: u32) -> StateId {
+        self.frames[frame as usize].state
+    }
+
+    fn intern_set(&mut self, v: Vec<u32>) -> u32 {
+        if let Some(&id) = self.set_index.get(v.as_slice()) {
+            return id;
+        }
+        let id = self.sets.len() as u32;
+        let b: Box<[u32]> = v.into_boxed_slice();
+        self.sets.push(b.clone());
+        self.set_index.insert(b, id);
+        self.trans.push(None);
+        id
+    }
+
+    fn begin(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
+        if self.epoch == 0 {
+            self.stamp.iter_mut().for_each(|s| *s = u32::MAX);
+            self.epoch = 1;
+        }
+        self.out.clear();
+    }
+
+    fn finish(&mut self) -> u32 {
+        let mut v = std::mem::take(&mut self.out);
+        v.sort_unstable();
+        v.dedup();
+        if v.len() > self.g.limits.max_live_stacks {
+            self.too_many_stacks = true;
+            v.clear();
+        }
+        let id = self.intern_set(v.clone());
+        v.clear();
+        self.out = v;
+        id
+    }
+
+    /// Adds to `out` every consuming frame reachable from `frame` without consuming input.
+    fn closure(&mut self, frame: u32) {
+        let g = &*self.g;
+        self.work.push(frame);
+        while let Some(f) = self.work.pop() {
+            if self.stamp.len() < self.frames.len() {
+                self.stamp.resize(self.frames.len() * 2, u32::MAX);
+            }
+            if f != ACCEPT && self.stamp[f as usize] == self.epoch {
+                continue;
+            }
+            if f == ACCEPT {
+                self.out.push(ACCEPT);
+                continue;
+            }
+            self.stamp[f as usize] = self.epoch;
+            let fr = self.frames[f as usize];
+            let st = &g.states[fr.state as usize];
+            if !st.bytes.is_empty() || !st.tokens.is_empty() {
+                self.out.push(f);
+            }
+            if st.is_final {
+                // Popping the root frame empties the stack: the document may end.
+                self.work.push(if fr.parent == BOTTOM {
+                    ACCEPT
+                } else {
+                    fr.parent
+                });
+            }
+            for &(callee, ret) in &st.calls {
+                if fr.depth >= g.limits.max_stack_depth {
+                    self.depth_limit_hit = true;
+                    continue;
+                }
+                let r = intern_frame(&mut self.frames, &mut self.frame_index, ret, fr.parent);
+                let c = intern_frame(
+                    &mut self.frames,
+                    &mut self.frame_index,
+                    g.rule_start[callee as usize],
+                    r,
+                );
+                self.work.push(c);
+            }
+        }
+    }
+
+    /// The set after consuming `byte` from `set` (cached).
+    #[inline]
+    pub(crate) fn step(&mut self, set: u32, byte: u8) -> u32 {
+        if let Some(t) = &self.trans[set as usize] {
+            let next = t[byte as usize];
+            if next != UNKNOWN {
+                return next;
+            }
+        }
+        self.step_slow(set, byte)
+    }
+
+    fn step_slow(&mut self, set: u32, byte: u8) -> u32 {
+        let next = if set == DEAD {
+            DEAD
+        } else {
+            self.compute_step(set, byte)
+        };
+        if self.tables >= self.g.limits.max_cached_states {
+            self.trans.iter_mut().for_each(|t| *t = None);
+            self.tables = 0;
+        }
+        let t = &mut self.trans[set as usize];
+        if t.is_none() {
+            *t = Some(Box::new([UNKNOWN; 256]));
+            self.tables += 1;
+        }
+        if let Some(t) = t {
+            t[byte as usize] = next;
+        }
+        next
+    }
+
+    fn compute_step(&mut self, set: u32, byte: u8) -> u32 {
+        self.begin();
+        let g = self.g.clone();
+        for i in 0..self.sets[set as usize].len() {
+            let f = self.sets[set as usize][i];
+            if f == ACCEPT {
+                continue;
+            }
+            let fr = self.frames[f as usize];
+            for e in &g.states[fr.state as usize].bytes {
+                if e.lo <= byte && byte <= e.hi {
+                    let t =
+                        intern_frame(&mut self.frames, &mut self.frame_index, e.target, fr.parent);
+                    self.closure(t);
+                }
+            }
+        }
+        self.finish()
+    }
+
+    /// The set after taking token edges that match `token` (for `<...>` terminals).
+    #[allow(dead_code)] // used by token masks, which land next
+    pub(crate) fn step_token(
+        &mut self,
+        set: u32,
+        matches: impl Fn(&crate::ir::TokenRef, bool) -> bool,
+    ) -> u32 {
+        self.begin();
+        let g = self.g.clone();
+        for i in 0..self.sets[set as usize].len() {
+            let f = self.sets[set as usize][i];
+            if f == ACCEPT {
+                continue;
+            }
+            let fr = self.frames[f as usize];
+            for (t, negated, target) in &g.states[fr.state as usize].tokens {
+                if matches(t, *negated) {
+                    let t =
+                        intern_frame(&mut self.frames, &mut self.frame_index, *target, fr.parent);
+                    self.closure(t);
+                }
+            }
+        }
+        self.finish()
+    }
+
+    /// The union of two sets (a token that matches both as bytes and as a token edge).
+    #[allow(dead_code)] // used by token masks, which land next
+    pub(crate) fn union(&mut self, a: u32, b: u32) -> u32 {
+        if a == DEAD {
+            return b;
+        }
+        if b == DEAD || a == b {
+            return a;
+        }
+        let mut v: Vec<u32> = self.sets[a as usize]
+            .iter()
+            .chain(self.sets[b as usize].iter())
+            .copied()
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        self.intern_set(v)
+    }
+
+    /// Fewest bytes that take `set` to an accepting set (`None` if it cannot end).
+    pub(crate) fn close_cost(&mut self, set: u32) -> Option<u32> {
+        let mut best = u32::MAX;
+        for i in 0..self.sets[set as usize].len() {
+            let f = self.sets[set as usize][i];
+            best = best.min(if f == ACCEPT { 0 } else { self.frame_cost(f) });
+        }
+        (best != u32::MAX).then_some(best)
+    }
+
+    fn frame_cost(&mut self, frame: u32) -> u32 {
+        if self.close_cost.len() < self.frames.len() {
+            self.close_cost.resize(self.frames.len(), u32::MAX);
+        }
+        // Walk up to the first frame with a known cost, then fill the chain back down.
+        let mut chain = Vec::new();
+        let mut f = frame;
+        while f != BOTTOM && self.close_cost[f as usize] == u32::MAX {
+            chain.push(f);
+            f = self.frames[f as usize].parent;
+        }
+        let mut cost = if f == BOTTOM {
+            0
+        } else {
+            self.close_cost[f as usize]
+        };
+        for &c in chain.iter().rev() {
+            let own = self.g.min_to_end[self.frames[c as usize].state as usize];
+            cost = own.saturating_add(cost);
+            self.close_cost[c as usize] = cost;
+        }
+        cost
+    }
+}
