@@ -13,10 +13,18 @@
 //!    [`Sampler::accept`], then draw with [`Sampler::sample`] under the grammar's mask.
 
 pub mod error;
+pub mod generate;
 pub mod request;
 pub mod sampler;
+pub mod stop;
+pub mod timing;
+pub mod trie_mask;
 
 pub use error::Error;
+pub use generate::{
+    Control, Event, GenerateOptions, LogitsSource, Output, StopKind, TokenConstraint, Vocabulary,
+    generate,
+};
 pub use request::{
     Constraint, Endpoint, Message, Prompt, Request, Tool, ToolCall, ToolChoice, Warning,
 };

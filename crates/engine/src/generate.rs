@@ -1,0 +1,371 @@
+//! The constrained generation loop over three small traits: a [`LogitsSource`] (the model),
+//! a [`Vocabulary`] (token bytes and end-of-generation tokens) and a [`TokenConstraint`]
+//! (the grammar matcher: allowed-token mask, commit, can-end).
+//!
+//! Each step: the constraint's mask (end-of-generation allowed only where the grammar can
+//! end and `ignore_eos` is off) → the sampler chain → commit the token to the sampler's
+//! penalty window and the constraint → append its bytes, scan for stop strings, stream the
+//! text that is settled → the model's logits for the next step.
+
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::Serialize;
+
+use crate::error::Error;
+use crate::request::Request;
+use crate::sampler::{Sampler, TokenProb, top_probs};
+use crate::stop::{Scan, StopScanner};
+use crate::timing::{Clock, MaskStats, Timings};
+
+/// An error from a model or a matcher, kept as the source of the engine's error.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Gives logits for the next token. The model implements this.
+pub trait LogitsSource {
+    /// Appends `tokens` to the sequence fed so far (the prompt first, then each sampled
+    /// token) and returns the logits for the token that follows.
+    fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, BoxError>;
+}
+
+/// The vocabulary as the loop needs it. The tokenizer implements this.
+pub trait Vocabulary {
+    /// The bytes a token stands for in generated text (empty for control tokens).
+    fn token_bytes(&self, token: u32) -> &[u8];
+    /// The end-of-generation tokens (eos, eot, `<|im_end|>`…).
+    fn end_of_generation(&self) -> &[u32];
+}
+
+/// Says which tokens may come next. The grammar matcher implements this.
+pub trait TokenConstraint {
+    /// Sets bit i of `mask` (`mask[i / 32] >> (i % 32) & 1`) for every allowed token i; the
+    /// buffer arrives zeroed. End-of-generation tokens are the loop's business: their bits
+    /// are overwritten from [`TokenConstraint::is_accepting`].
+    fn fill_mask(&mut self, mask: &mut [u32]) -> Result<(), BoxError>;
+    /// Advances past `token` (never an end-of-generation token).
+    fn commit(&mut self, token: u32) -> Result<(), BoxError>;
+    /// Whether the text so far is a complete document.
+    fn is_accepting(&self) -> bool;
+    /// The shortest bytes that complete the document from here, if the constraint knows
+    /// them (used by "finish inside the budget").
+    fn closing_bytes(&mut self) -> Option<Vec<u8>> {
+        None
+    }
+    /// The mask cache's hit rate, if it keeps one.
+    fn cache_hit_rate(&self) -> Option<f64> {
+        None
+    }
+}
+
+/// Why generation ended (llama.cpp's `stop_type`, plus cancellation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopKind {
+    /// An end-of-generation token, or a grammar with nothing left to add.
+    Eos,
+    /// A stop string.
+    Word,
+    /// `n_predict` or the context size.
+    Limit,
+    /// The caller cancelled.
+    Cancelled,
+}
+
+/// Probabilities reported for one generated token (`n_probs`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenProbs {
+    pub token: u32,
+    /// The token's probability under the softmax of the raw logits.
+    pub p: f32,
+    pub top: Vec<TokenProb>,
+}
+
+/// What the streaming callback sees after each token.
+#[derive(Debug)]
+pub struct Event<'a> {
+    pub token: u32,
+    /// Text settled by this token (may be empty while a stop string or a character is
+    /// still open; the held bytes come with a later event).
+    pub text: &'a str,
+    pub probs: Option<&'a TokenProbs>,
+}
+
+/// The loop's settings, taken from a [`Request`] plus the context size.
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
+    pub n_predict: Option<u32>,
+    pub stop: Vec<String>,
+    pub ignore_eos: bool,
+    pub n_probs: u32,
+    pub finish_in_budget: bool,
+    /// Context size: prompt plus generated tokens never exceed it.
+    pub n_ctx: usize,
+}
+
+impl GenerateOptions {
+    pub fn from_request(request: &Request, n_ctx: usize) -> Self {
+        Self {
+            n_predict: request.n_predict,
+            stop: request.stop.clone(),
+            ignore_eos: request.ignore_eos,
+            n_probs: request.n_probs,
+            finish_in_budget: request.finish_in_budget,
+            n_ctx,
+        }
+    }
+}
+
+/// The result of one generation.
+#[derive(Debug, Clone)]
+pub struct Output {
+    /// The generated text, cut before a stop string; bytes that are not UTF-8 are replaced.
+    pub text: String,
+    /// Every sampled token, the end-of-generation one included.
+    pub tokens: Vec<u32>,
+    pub stop: StopKind,
+    pub stopping_word: Option<String>,
+    /// Whether the context size (not `n_predict`) ended generation.
+    pub truncated: bool,
+    pub n_prompt: usize,
+    pub probs: Vec<TokenProbs>,
+    pub timings: Timings,
+    /// Present when a constraint was applied.
+    pub mask_stats: Option<MaskStats>,
+}
+
+/// What a caller hands the loop besides the model: streaming, cancellation, the clock.
+pub struct Control<'a> {
+    /// Called after every token; `ControlFlow::Break` cancels.
+    pub on_event: &'a mut dyn FnMut(&Event<'_>) -> ControlFlow<()>,
+    /// Set from anywhere (another thread, a worker message) to cancel.
+    pub cancel: Option<&'a AtomicBool>,
+    pub clock: &'a dyn Clock,
+}
+
+/// Runs one generation. `prompt` must not be empty.
+pub fn generate(
+    model: &mut dyn LogitsSource,
+    vocab: &dyn Vocabulary,
+    mut constraint: Option<&mut dyn TokenConstraint>,
+    sampler: &mut Sampler,
+    prompt: &[u32],
+    options: &GenerateOptions,
+    control: &mut Control<'_>,
+) -> Result<Output, Error> {
+    let clock = control.clock;
+    let t_start = clock.now_ms();
+    let mut logits = model.forward(prompt).map_err(Error::Logits)?;
+    let t_prompt = clock.now_ms();
+    for &t in prompt {
+        sampler.accept(t);
+    }
+    let n_vocab = logits.len();
+    let eog = vocab.end_of_generation();
+    let scanner = StopScanner::new(&options.stop);
+    let mut mask = vec![0u32; n_vocab.div_ceil(32)];
+    let mut mask_us = Vec::new();
+    let mut tokens = Vec::new();
+    let mut bytes: Vec<u8> = Vec::new();
+    let mut sent = 0usize;
+    let mut probs = Vec::new();
+    let mut stopping_word = None;
+    let mut truncated = false;
+
+    let stop = loop {
+        if control.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
+            break StopKind::Cancelled;
+        }
+        if options
+            .n_predict
+            .is_some_and(|n| tokens.len() >= n as usize)
+        {
+            break StopKind::Limit;
+        }
+        if prompt.len() + tokens.len() >= options.n_ctx {
+            truncated = true;
+            break StopKind::Limit;
+        }
+        if logits.len() != n_vocab {
+            return Err(Error::LogitsLength {
+                expected: n_vocab,
+                got: logits.len(),
+            });
+        }
+
+        let allowed = match constraint.as_deref_mut() {
+            Some(c) => {
+                let t0 = clock.now_ms();
+                mask.fill(0);
+                c.fill_mask(&mut mask).map_err(Error::Matcher)?;
+                let can_end = c.is_accepting() && !options.ignore_eos;
+                for &e in eog {
+                    set_bit(&mut mask, e as usize, can_end);
+                }
+                if options.finish_in_budget
+                    && let Some(n) = options.n_predict
+                {
+                    steer_to_ending(c, vocab, &mut mask, n as usize - tokens.len(), eog, can_end);
+                }
+                mask_us.push((clock.now_ms() - t0) * 1e3);
+                if mask.iter().all(|&w| w == 0) {
+                    if c.is_accepting() {
+                        // Complete, and end-of-generation is off or absent: nothing to add.
+                        break StopKind::Eos;
+                    }
+                    return Err(Error::EmptyMask { step: tokens.len() });
+                }
+                Some(mask.as_slice())
+            }
+            None => {
+                if options.ignore_eos {
+                    // llama.cpp adds a -inf logit bias on every end-of-generation token.
+                    for &e in eog {
+                        if let Some(l) = logits.get_mut(e as usize) {
+                            *l = f32::NEG_INFINITY;
+                        }
+                    }
+                }
+                None
+            }
+        };
+
+        let sampled = sampler
+            .sample(&logits, allowed)
+            .ok_or(Error::EmptyMask { step: tokens.len() })?;
+        let token = sampled.token;
+        let report = (options.n_probs > 0).then(|| {
+            let (top, p) = top_probs(&logits, options.n_probs as usize, token);
+            TokenProbs { token, p, top }
+        });
+        sampler.accept(token);
+        tokens.push(token);
+
+        if eog.contains(&token) {
+            if let Some(r) = report {
+                probs.push(r);
+            }
+            break StopKind::Eos;
+        }
+        if let Some(c) = constraint.as_deref_mut() {
+            c.commit(token).map_err(Error::Matcher)?;
+        }
+        let piece = vocab.token_bytes(token);
+        bytes.extend_from_slice(piece);
+        let (settled, word) = match scanner.scan(&bytes, piece.len()) {
+            Scan::Stop { at, word } => {
+                bytes.truncate(at);
+                (bytes.len(), Some(word))
+            }
+            Scan::Continue { safe } => (safe, None),
+        };
+        let text = String::from_utf8_lossy(&bytes[sent.min(settled)..settled]).into_owned();
+        sent = sent.max(settled);
+        let flow = (control.on_event)(&Event {
+            token,
+            text: &text,
+            probs: report.as_ref(),
+        });
+        if let Some(r) = report {
+            probs.push(r);
+        }
+        if let Some(w) = word {
+            stopping_word = Some(w);
+            break StopKind::Word;
+        }
+        if flow.is_break() {
+            break StopKind::Cancelled;
+        }
+        if options
+            .n_predict
+            .is_some_and(|n| tokens.len() >= n as usize)
+        {
+            // Do not pay for logits nobody will use.
+            break StopKind::Limit;
+        }
+        logits = model.forward(&[token]).map_err(Error::Logits)?;
+    };
+
+    // Whatever was held back (an unfinished stop-string prefix, a partial character) is
+    // settled now that nothing follows.
+    if sent < bytes.len() && stop != StopKind::Word {
+        let rest = String::from_utf8_lossy(&bytes[sent..]).into_owned();
+        let last = tokens.last().copied().unwrap_or(0);
+        let _ = (control.on_event)(&Event {
+            token: last,
+            text: &rest,
+            probs: None,
+        });
+    }
+    let t_end = clock.now_ms();
+    let decode_ms = t_end - t_prompt;
+    let mask_stats = constraint
+        .as_deref()
+        .map(|c| MaskStats::from_samples(&mask_us, decode_ms, c.cache_hit_rate()));
+    Ok(Output {
+        text: String::from_utf8_lossy(&bytes).into_owned(),
+        n_prompt: prompt.len(),
+        timings: Timings::new(prompt.len(), t_prompt - t_start, tokens.len(), decode_ms),
+        tokens,
+        stop,
+        stopping_word,
+        truncated,
+        probs,
+        mask_stats,
+    })
+}
+
+fn set_bit(mask: &mut [u32], i: usize, on: bool) {
+    if let Some(w) = mask.get_mut(i / 32) {
+        if on {
+            *w |= 1 << (i % 32);
+        } else {
+            *w &= !(1 << (i % 32));
+        }
+    }
+}
+
+/// "Finish inside the budget": once the tokens left are no more than the shortest ending's
+/// bytes plus one (for end-of-generation), allow only tokens that spell a prefix of that
+/// ending. Every byte being a token (byte-level vocabularies), the ending then always fits;
+/// the ending only gets shorter as its prefixes are committed.
+fn steer_to_ending(
+    c: &mut dyn TokenConstraint,
+    vocab: &dyn Vocabulary,
+    mask: &mut [u32],
+    remaining: usize,
+    eog: &[u32],
+    can_end: bool,
+) {
+    let Some(ending) = c.closing_bytes() else {
+        return;
+    };
+    if remaining > ending.len() + 1 {
+        return;
+    }
+    if ending.is_empty() && can_end {
+        // Complete: end now.
+        mask.fill(0);
+        for &e in eog {
+            set_bit(mask, e as usize, true);
+        }
+        return;
+    }
+    let mut steered = vec![0u32; mask.len()];
+    let mut any = false;
+    for (w, &word) in mask.iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            let i = w * 32 + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            let piece = vocab.token_bytes(i as u32);
+            if !piece.is_empty() && ending.starts_with(piece) {
+                set_bit(&mut steered, i, true);
+                any = true;
+            }
+        }
+    }
+    // If no allowed token spells a prefix of the ending, keep the grammar's own mask.
+    if any {
+        mask.copy_from_slice(&steered);
+    }
+}

@@ -1,0 +1,485 @@
+//! The generation loop driven by a scripted fake model (a test double: it favours one token
+//! per step) and small byte-level grammars, checked for validity, stops, cancellation,
+//! budgets and statistics.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use stampo_engine::generate::{
+    BoxError, Control, GenerateOptions, LogitsSource, StopKind, Vocabulary, generate,
+};
+use stampo_engine::timing::StdClock;
+use stampo_engine::trie_mask::{ByteMatcher, TokenTrie, TrieConstraint};
+use stampo_engine::{Error, Output, Sampler, SamplingParams, TokenConstraint};
+
+const YES: u32 = 256;
+const NO: u32 = 257;
+const MAYBE: u32 = 258;
+const STOP: u32 = 259;
+const EOS: u32 = 260;
+
+fn pieces() -> Vec<Vec<u8>> {
+    let mut p: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    for w in ["yes", "no", "maybe", "STOP"] {
+        p.push(w.as_bytes().to_vec());
+    }
+    p.push(Vec::new()); // EOS: a control token with no text
+    p
+}
+
+struct Vocab {
+    pieces: Vec<Vec<u8>>,
+    eog: Vec<u32>,
+}
+
+impl Vocabulary for Vocab {
+    fn token_bytes(&self, token: u32) -> &[u8] {
+        self.pieces.get(token as usize).map_or(&[], Vec::as_slice)
+    }
+    fn end_of_generation(&self) -> &[u32] {
+        &self.eog
+    }
+}
+
+fn vocab() -> Vocab {
+    Vocab {
+        pieces: pieces(),
+        eog: vec![EOS],
+    }
+}
+
+/// Favours `script[step]` (logit 10), then EOS once the script is over; everything else 0.
+struct ScriptedModel {
+    script: Vec<u32>,
+    step: usize,
+    fed: Vec<u32>,
+}
+
+impl ScriptedModel {
+    fn new(script: &[u32]) -> Self {
+        Self {
+            script: script.to_vec(),
+            step: 0,
+            fed: Vec::new(),
+        }
+    }
+    fn text(s: &str) -> Self {
+        Self::new(&s.bytes().map(u32::from).collect::<Vec<_>>())
+    }
+}
+
+impl LogitsSource for ScriptedModel {
+    fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, BoxError> {
+        self.fed.extend_from_slice(tokens);
+        let mut logits = vec![0.0f32; EOS as usize + 1];
+        let favoured = self.script.get(self.step).copied().unwrap_or(EOS);
+        logits[favoured as usize] = 10.0;
+        // A runner-up, so that masks have something to fall back to.
+        logits[b'z' as usize] = 5.0;
+        self.step += 1;
+        Ok(logits)
+    }
+}
+
+/// A finite language: the text so far must be a prefix of one of `words`.
+#[derive(Clone)]
+struct OneOf {
+    words: Vec<Vec<u8>>,
+    text: Vec<u8>,
+}
+
+impl OneOf {
+    fn new(words: &[&str]) -> Self {
+        Self {
+            words: words.iter().map(|w| w.as_bytes().to_vec()).collect(),
+            text: Vec::new(),
+        }
+    }
+}
+
+impl ByteMatcher for OneOf {
+    fn try_consume(&mut self, bytes: &[u8]) -> bool {
+        let mut next = self.text.clone();
+        next.extend_from_slice(bytes);
+        let ok = self.words.iter().any(|w| w.starts_with(&next));
+        if ok {
+            self.text = next;
+        }
+        ok
+    }
+    fn rollback(&mut self, n: usize) {
+        self.text.truncate(self.text.len() - n);
+    }
+    fn is_accepting(&self) -> bool {
+        self.words.contains(&self.text)
+    }
+    fn closing_bytes(&mut self) -> Option<Vec<u8>> {
+        self.words
+            .iter()
+            .filter(|w| w.starts_with(&self.text))
+            .map(|w| w[self.text.len()..].to_vec())
+            .min_by_key(Vec::len)
+    }
+}
+
+/// `\[[0-9]*\]`: a list of digits that is only complete once closed.
+#[derive(Clone, Default)]
+struct Digits {
+    text: Vec<u8>,
+}
+
+impl Digits {
+    fn valid(t: &[u8]) -> bool {
+        match t.split_first() {
+            None => true,
+            Some((b'[', rest)) => {
+                let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+                rest.len() == digits || (rest.len() == digits + 1 && rest[digits] == b']')
+            }
+            Some(_) => false,
+        }
+    }
+}
+
+impl ByteMatcher for Digits {
+    fn try_consume(&mut self, bytes: &[u8]) -> bool {
+        let mut next = self.text.clone();
+        next.extend_from_slice(bytes);
+        let ok = Self::valid(&next);
+        if ok {
+            self.text = next;
+        }
+        ok
+    }
+    fn rollback(&mut self, n: usize) {
+        self.text.truncate(self.text.len() - n);
+    }
+    fn is_accepting(&self) -> bool {
+        self.text.ends_with(b"]")
+    }
+    fn closing_bytes(&mut self) -> Option<Vec<u8>> {
+        Some(match self.text.as_slice() {
+            [] => b"[]".to_vec(),
+            t if t.ends_with(b"]") => Vec::new(),
+            _ => b"]".to_vec(),
+        })
+    }
+}
+
+fn options(n_predict: Option<u32>) -> GenerateOptions {
+    GenerateOptions {
+        n_predict,
+        stop: Vec::new(),
+        ignore_eos: false,
+        n_probs: 0,
+        finish_in_budget: false,
+        n_ctx: 4096,
+    }
+}
+
+fn greedy() -> Sampler {
+    Sampler::new(
+        SamplingParams {
+            temperature: 0.0,
+            ..SamplingParams::default()
+        },
+        0,
+        4096,
+    )
+}
+
+fn run(
+    model: &mut ScriptedModel,
+    constraint: Option<&mut dyn TokenConstraint>,
+    sampler: &mut Sampler,
+    opts: &GenerateOptions,
+) -> (Result<Output, Error>, String) {
+    let clock = StdClock::default();
+    let mut streamed = String::new();
+    let mut on_event = |e: &stampo_engine::Event<'_>| {
+        streamed.push_str(e.text);
+        ControlFlow::Continue(())
+    };
+    let mut control = Control {
+        on_event: &mut on_event,
+        cancel: None,
+        clock: &clock,
+    };
+    let out = generate(
+        model,
+        &vocab(),
+        constraint,
+        sampler,
+        &[1, 2, 3],
+        opts,
+        &mut control,
+    );
+    (out, streamed)
+}
+
+fn trie() -> Arc<TokenTrie> {
+    Arc::new(TokenTrie::new(pieces()))
+}
+
+#[test]
+fn unconstrained_greedy_follows_the_model_and_ends_at_eos() {
+    let mut model = ScriptedModel::text("ciao");
+    let (out, streamed) = run(&mut model, None, &mut greedy(), &options(None));
+    let out = out.unwrap();
+    assert_eq!(out.text, "ciao");
+    assert_eq!(streamed, "ciao");
+    assert_eq!(out.stop, StopKind::Eos);
+    assert_eq!(out.tokens.last(), Some(&EOS));
+    assert_eq!(out.n_prompt, 3);
+    assert_eq!(&model.fed[..3], &[1, 2, 3], "the prompt is fed first");
+    assert!(out.mask_stats.is_none());
+}
+
+#[test]
+fn the_grammar_overrides_the_model_at_every_temperature() {
+    // The model wants "maybe"; the grammar allows only "yes" or "no".
+    for seed in 0..40 {
+        let mut model = ScriptedModel::new(&[MAYBE]);
+        let mut c = TrieConstraint::new(OneOf::new(&["yes", "no"]), trie());
+        let params = SamplingParams {
+            temperature: 1.5,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            seed: Some(seed),
+            ..SamplingParams::default()
+        };
+        let mut sampler = Sampler::new(params, 0, 4096);
+        let (out, _) = run(&mut model, Some(&mut c), &mut sampler, &options(Some(20)));
+        let out = out.unwrap();
+        assert!(
+            out.text == "yes" || out.text == "no",
+            "seed {seed}: {:?}",
+            out.text
+        );
+        assert_eq!(
+            out.stop,
+            StopKind::Eos,
+            "end-of-generation comes once the grammar is complete"
+        );
+    }
+}
+
+#[test]
+fn greedy_under_a_grammar_takes_the_best_allowed_token() {
+    // The model's second choice is 'z' (logit 5) everywhere; "no" and "yes" tie at 0, and
+    // the lower id wins a tie, as in llama.cpp's greedy scan.
+    let mut model = ScriptedModel::new(&[MAYBE]);
+    let mut c = TrieConstraint::new(OneOf::new(&["no", "yes"]), trie());
+    let (out, _) = run(&mut model, Some(&mut c), &mut greedy(), &options(Some(20)));
+    let out = out.unwrap();
+    assert_eq!(out.text, "no");
+    let stats = out.mask_stats.expect("stats under a constraint");
+    assert_eq!(stats.steps, out.tokens.len(), "one mask per sampled token");
+    assert!(stats.max_us >= stats.p99_us && stats.total_ms > 0.0);
+}
+
+#[test]
+fn end_of_generation_only_where_the_grammar_can_end() {
+    // The model wants to stop at once; the grammar needs a closed list.
+    let mut model = ScriptedModel::new(&[]);
+    let mut c = TrieConstraint::new(Digits::default(), trie());
+    let (out, _) = run(&mut model, Some(&mut c), &mut greedy(), &options(Some(10)));
+    let out = out.unwrap();
+    assert!(out.text.starts_with('['), "{:?}", out.text);
+    assert!(!out.tokens[..out.tokens.len() - 1].contains(&EOS));
+}
+
+#[test]
+fn ignore_eos_runs_to_the_limit() {
+    let mut model = ScriptedModel::text("ab");
+    let mut opts = options(Some(6));
+    opts.ignore_eos = true;
+    let (out, _) = run(&mut model, None, &mut greedy(), &opts);
+    let out = out.unwrap();
+    assert_eq!(out.stop, StopKind::Limit);
+    assert_eq!(out.tokens.len(), 6);
+    assert!(!out.tokens.contains(&EOS));
+    assert!(!out.truncated);
+}
+
+#[test]
+fn stop_strings_end_generation_and_never_reach_the_stream() {
+    let mut model = ScriptedModel::new(&[
+        b'a' as u32,
+        b'b' as u32,
+        b'S' as u32,
+        b'T' as u32,
+        STOP,
+        b'x' as u32,
+    ]);
+    let mut opts = options(None);
+    opts.stop = vec!["STSTOP".into(), "TOPS".into()];
+    // "abST" + "STOP": "STSTOP" completes at the fifth token.
+    let (out, streamed) = run(&mut model, None, &mut greedy(), &opts);
+    let out = out.unwrap();
+    assert_eq!(out.stop, StopKind::Word);
+    assert_eq!(out.stopping_word.as_deref(), Some("STSTOP"));
+    assert_eq!(out.text, "ab");
+    assert_eq!(streamed, "ab");
+}
+
+#[test]
+fn a_held_prefix_that_never_completes_is_sent_at_the_end() {
+    let mut model = ScriptedModel::text("abS");
+    let mut opts = options(None);
+    opts.stop = vec!["STOP".into()];
+    let (out, streamed) = run(&mut model, None, &mut greedy(), &opts);
+    assert_eq!(out.unwrap().text, "abS");
+    assert_eq!(streamed, "abS");
+}
+
+#[test]
+fn cancellation_from_the_callback_and_from_a_flag() {
+    let clock = StdClock::default();
+    let mut model = ScriptedModel::text("abcdefgh");
+    let mut seen = 0;
+    let mut on_event = |_: &stampo_engine::Event<'_>| {
+        seen += 1;
+        if seen == 3 {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    };
+    let mut control = Control {
+        on_event: &mut on_event,
+        cancel: None,
+        clock: &clock,
+    };
+    let out = generate(
+        &mut model,
+        &vocab(),
+        None,
+        &mut greedy(),
+        &[1],
+        &options(None),
+        &mut control,
+    )
+    .unwrap();
+    assert_eq!(out.stop, StopKind::Cancelled);
+    assert_eq!(out.text, "abc");
+
+    let flag = AtomicBool::new(false);
+    let mut model = ScriptedModel::text("abcdefgh");
+    let mut n = 0;
+    let mut on_event = |_: &stampo_engine::Event<'_>| {
+        n += 1;
+        if n == 2 {
+            flag.store(true, Ordering::Relaxed);
+        }
+        ControlFlow::Continue(())
+    };
+    let mut control = Control {
+        on_event: &mut on_event,
+        cancel: Some(&flag),
+        clock: &clock,
+    };
+    let out = generate(
+        &mut model,
+        &vocab(),
+        None,
+        &mut greedy(),
+        &[1],
+        &options(None),
+        &mut control,
+    )
+    .unwrap();
+    assert_eq!((out.stop, out.text.as_str()), (StopKind::Cancelled, "ab"));
+}
+
+#[test]
+fn finish_inside_the_budget_closes_the_document() {
+    // The model would write digits forever.
+    let digits: Vec<u32> = std::iter::once(b'[' as u32)
+        .chain(std::iter::repeat_n(b'7' as u32, 50))
+        .collect();
+    for n_predict in [3u32, 4, 8, 12] {
+        let mut model = ScriptedModel::new(&digits);
+        let mut c = TrieConstraint::new(Digits::default(), trie());
+        let (out, _) = run(
+            &mut model,
+            Some(&mut c),
+            &mut greedy(),
+            &options(Some(n_predict)),
+        );
+        let out = out.unwrap();
+        assert_eq!(
+            out.stop,
+            StopKind::Limit,
+            "without the option the document is cut"
+        );
+        assert!(!out.text.ends_with(']'));
+
+        let mut model = ScriptedModel::new(&digits);
+        let mut c = TrieConstraint::new(Digits::default(), trie());
+        let mut opts = options(Some(n_predict));
+        opts.finish_in_budget = true;
+        let (out, _) = run(&mut model, Some(&mut c), &mut greedy(), &opts);
+        let out = out.unwrap();
+        assert!(out.tokens.len() <= n_predict as usize);
+        assert!(
+            out.text.ends_with(']'),
+            "n_predict {n_predict}: {:?}",
+            out.text
+        );
+        assert_eq!(out.stop, StopKind::Eos, "n_predict {n_predict}");
+        assert_eq!(
+            out.text.len(),
+            n_predict as usize - 1,
+            "the budget is used, then closed"
+        );
+    }
+}
+
+#[test]
+fn a_grammar_the_vocabulary_cannot_spell_is_an_error() {
+    let mut pieces = pieces();
+    pieces[b'q' as usize].clear();
+    let mut model = ScriptedModel::new(&[]);
+    let mut c = TrieConstraint::new(OneOf::new(&["q"]), Arc::new(TokenTrie::new(pieces)));
+    let (out, _) = run(&mut model, Some(&mut c), &mut greedy(), &options(Some(5)));
+    assert!(matches!(out, Err(Error::EmptyMask { step: 0 })), "{out:?}");
+}
+
+#[test]
+fn n_probs_reports_the_top_tokens() {
+    let mut model = ScriptedModel::text("ok");
+    let mut opts = options(None);
+    opts.n_probs = 3;
+    let (out, _) = run(&mut model, None, &mut greedy(), &opts);
+    let out = out.unwrap();
+    assert_eq!(out.probs.len(), out.tokens.len());
+    let first = &out.probs[0];
+    assert_eq!(first.token, b'o' as u32);
+    assert_eq!(first.top.len(), 3);
+    assert_eq!(first.top[0].token, b'o' as u32);
+    assert_eq!(first.top[1].token, b'z' as u32);
+    assert!(first.top.windows(2).all(|w| w[0].p >= w[1].p));
+    // Softmax of {10, 5, 0 × 259}: p(o) = e^10 / (e^10 + e^5 + 259).
+    let expected = (10f64.exp() / (10f64.exp() + 5f64.exp() + 259.0)) as f32;
+    assert!(
+        (first.p - expected).abs() < 1e-5,
+        "{} vs {expected}",
+        first.p
+    );
+}
+
+#[test]
+fn the_context_size_truncates() {
+    let mut model = ScriptedModel::text("abcdefgh");
+    let mut opts = options(None);
+    opts.n_ctx = 5; // 3 prompt tokens + 2
+    let (out, _) = run(&mut model, None, &mut greedy(), &opts);
+    let out = out.unwrap();
+    assert_eq!(
+        (out.stop, out.truncated, out.text.as_str()),
+        (StopKind::Limit, true, "ab")
+    );
+}
