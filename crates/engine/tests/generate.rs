@@ -13,8 +13,6 @@ use stampo_engine::timing::StdClock;
 use stampo_engine::trie_mask::{ByteMatcher, TokenTrie, TrieConstraint};
 use stampo_engine::{Error, Output, Sampler, SamplingParams, TokenConstraint};
 
-const YES: u32 = 256;
-const NO: u32 = 257;
 const MAYBE: u32 = 258;
 const STOP: u32 = 259;
 const EOS: u32 = 260;
