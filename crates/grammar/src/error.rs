@@ -81,6 +81,14 @@ pub enum GrammarError {
     #[error("the matcher stopped after an earlier error; roll back or reset it")]
     Stopped,
 
+    /// An end-of-sequence token was committed; nothing more can follow.
+    #[error("the document has ended (an end-of-sequence token was committed)")]
+    Ended,
+
+    /// A token-level method on a matcher made without a vocabulary.
+    #[error("this matcher has no vocabulary; create it with Matcher::with_vocabulary")]
+    NoVocabulary,
+
     /// `rollback(n)` asked for more steps than were taken.
     #[error("cannot roll back {requested} steps, only {available} taken")]
     RollbackTooFar { requested: usize, available: usize },

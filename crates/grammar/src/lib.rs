@@ -10,6 +10,9 @@
 //! 2. Compile it once: `Arc::new(CompiledGrammar::new(&grammar)?)`.
 //! 3. Per generation, a `Matcher::new(compiled.clone())`: `consume_bytes`, `is_accepting`,
 //!    `rollback(n)`, `forced_bytes`, `closing_bytes`.
+//! 4. For token masks, build a [`Vocabulary`] once (token bytes, special ids, eos ids) and use
+//!    `Matcher::with_vocabulary`: `compute_mask(&mut words)`, `is_token_allowed(id)` (check
+//!    the sampled token first), `commit_token(id)`, `rollback(n)`, `can_end`.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -26,9 +29,12 @@ pub mod ir;
 pub mod limits;
 pub mod matcher;
 mod stacks;
+mod tokens;
+pub mod vocab;
 
 pub use automaton::CompiledGrammar;
 pub use error::{GrammarError, Location};
 pub use ir::{CharRange, Expr, Grammar, Rule, RuleId, TokenRef};
 pub use limits::Limits;
 pub use matcher::{Matcher, accepts};
+pub use vocab::Vocabulary;

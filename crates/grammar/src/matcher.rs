@@ -17,10 +17,14 @@ pub struct Matcher {
     pub(crate) engine: Engine,
     /// Current DFA state (an interned set of stacks).
     pub(crate) state: u32,
-    /// State and bytes-consumed count before each step.
-    history: Vec<(u32, usize)>,
+    /// State, bytes-consumed count and `ended` before each step.
+    history: Vec<(u32, usize, bool)>,
     consumed: usize,
     error: Option<GrammarError>,
+    /// An end-of-sequence token was committed.
+    pub(crate) ended: bool,
+    /// The vocabulary, when token-level methods are used (see `tokens.rs`).
+    pub(crate) vocab: Option<crate::tokens::TokenState>,
 }
 
 impl Matcher {
@@ -33,6 +37,8 @@ impl Matcher {
             history: Vec::new(),
             consumed: 0,
             error: None,
+            ended: false,
+            vocab: None,
         }
     }
 
@@ -56,7 +62,7 @@ impl Matcher {
 
     /// Whether the bytes could be consumed now, without consuming them.
     pub fn can_consume(&mut self, bytes: &[u8]) -> bool {
-        if self.error.is_some() {
+        if self.error.is_some() || self.ended {
             return false;
         }
         let mut s = self.state;
@@ -70,7 +76,7 @@ impl Matcher {
     }
 
     pub(crate) fn push_step(&mut self, next: u32, len: usize) {
-        self.history.push((self.state, self.consumed));
+        self.history.push((self.state, self.consumed, self.ended));
         self.state = next;
         self.consumed += len;
     }
@@ -78,6 +84,7 @@ impl Matcher {
     pub(crate) fn check_running(&self) -> Result<(), GrammarError> {
         match self.error {
             Some(_) => Err(GrammarError::Stopped),
+            None if self.ended => Err(GrammarError::Ended),
             None => Ok(()),
         }
     }
@@ -136,10 +143,11 @@ impl Matcher {
             });
         }
         if n > 0 {
-            let (state, consumed) = self.history[self.history.len() - n];
+            let (state, consumed, ended) = self.history[self.history.len() - n];
             self.history.truncate(self.history.len() - n);
             self.state = state;
             self.consumed = consumed;
+            self.ended = ended;
         }
         self.error = None;
         Ok(())
@@ -151,6 +159,7 @@ impl Matcher {
         self.history.clear();
         self.consumed = 0;
         self.error = None;
+        self.ended = false;
     }
 
     /// Bytes every continuation must start with (for fast-forwarding). Stops where the

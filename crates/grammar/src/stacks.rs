@@ -101,7 +101,6 @@ impl Engine {
         e
     }
 
-    #[allow(dead_code)] // used by token masks, which land next
     pub(crate) fn set(&self, id: u32) -> &[u32] {
         &self.sets[id as usize]
     }
@@ -111,7 +110,6 @@ impl Engine {
     }
 
     /// The automaton state of a frame.
-    #[allow(dead_code)] // used by token masks, which land next
     pub(crate) fn frame_state(&self, frame: u32) -> StateId {
         self.frames[frame as usize].state
     }
@@ -251,7 +249,6 @@ impl Engine {
     }
 
     /// The set after taking token edges that match `token` (for `<...>` terminals).
-    #[allow(dead_code)] // used by token masks, which land next
     pub(crate) fn step_token(
         &mut self,
         set: u32,
@@ -277,7 +274,6 @@ impl Engine {
     }
 
     /// The union of two sets (a token that matches both as bytes and as a token edge).
-    #[allow(dead_code)] // used by token masks, which land next
     pub(crate) fn union(&mut self, a: u32, b: u32) -> u32 {
         if a == DEAD {
             return b;

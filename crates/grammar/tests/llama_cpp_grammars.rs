@@ -11,8 +11,16 @@ use std::sync::Arc;
 
 use stampo_grammar::{CompiledGrammar, gbnf};
 
-const GRAMMARS: &[&str] =
-    &["arithmetic.gbnf", "c.gbnf", "chess.gbnf", "english.gbnf", "japanese.gbnf", "json.gbnf", "json_arr.gbnf", "list.gbnf"];
+const GRAMMARS: &[&str] = &[
+    "arithmetic.gbnf",
+    "c.gbnf",
+    "chess.gbnf",
+    "english.gbnf",
+    "japanese.gbnf",
+    "json.gbnf",
+    "json_arr.gbnf",
+    "list.gbnf",
+];
 
 fn data() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests")
@@ -50,13 +58,18 @@ fn every_llama_cpp_grammar_parses_and_compiles() {
 #[test]
 fn verdicts_agree_with_llama_cpp() {
     let Some(exp) = expected() else { return };
-    let cases = exp["cases"].as_array().unwrap_or_else(|| panic!("no cases"));
+    let cases = exp["cases"]
+        .as_array()
+        .unwrap_or_else(|| panic!("no cases"));
     assert!(cases.len() > 50, "corpus too small: {}", cases.len());
     let mut disagreements = Vec::new();
     for name in GRAMMARS {
         let src = read(name);
         let ours = compile(&src, name);
-        let printed = compile(&gbnf::parse(&src).map(|g| g.to_string()).unwrap_or_default(), name);
+        let printed = compile(
+            &gbnf::parse(&src).map(|g| g.to_string()).unwrap_or_default(),
+            name,
+        );
         for case in cases.iter().filter(|c| c["grammar"] == *name) {
             let input = case["input"].as_str().unwrap_or_default();
             let want = case["accept"].as_bool().unwrap_or_default();
@@ -75,7 +88,11 @@ fn verdicts_agree_with_llama_cpp() {
 fn llama_cpp_parses_our_exports() {
     let Some(exp) = expected() else { return };
     for name in GRAMMARS {
-        assert_eq!(exp["exports"][name].as_bool(), Some(true), "llama.cpp on our export of {name}");
+        assert_eq!(
+            exp["exports"][name].as_bool(),
+            Some(true),
+            "llama.cpp on our export of {name}"
+        );
     }
 }
 

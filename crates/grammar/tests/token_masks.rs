@@ -1,0 +1,229 @@
+//! Token masks on SmolLM2's real 49k vocabulary: the mask is exactly the set of tokens the
+//! byte-level matcher accepts; special tokens only where named; end-of-sequence only where
+//! the document may end; and random walks sampling from the mask always end in documents the
+//! grammar accepts.
+
+#![allow(clippy::panic)]
+
+mod common;
+
+use std::sync::Arc;
+
+use stampo_grammar::{CompiledGrammar, Matcher, Vocabulary, gbnf};
+
+const SMOLLM2: &str = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+fn grammar(src: &str) -> Arc<CompiledGrammar> {
+    Arc::new(
+        CompiledGrammar::new(&gbnf::parse(src).unwrap_or_else(|e| panic!("{e}")))
+            .unwrap_or_else(|e| panic!("{e}")),
+    )
+}
+
+fn llama_grammar(name: &str) -> Arc<CompiledGrammar> {
+    let p = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/llama.cpp-grammars")
+        .join(name);
+    grammar(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{e}")))
+}
+
+fn bits(mask: &[u32]) -> Vec<u32> {
+    (0..mask.len() as u32 * 32)
+        .filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1)
+        .collect()
+}
+
+/// The mask, token by token, by brute force over the byte-level matcher.
+fn brute_force(m: &mut Matcher, v: &Vocabulary) -> Vec<u32> {
+    (0..v.len() as u32)
+        .filter(|&id| {
+            if v.eos().contains(&id) {
+                m.is_accepting()
+            } else {
+                !v.is_special(id) && m.can_consume(v.token_bytes(id))
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn masks_equal_brute_force_along_a_json_document() {
+    let Some(v) = common::vocab(SMOLLM2) else {
+        return;
+    };
+    let v = Arc::new(v);
+    let doc = br#"{"name": "Ada \u00e9", "tags": [1, -2.5e3, true, null], "o": {}}"#;
+    let mut m = Matcher::with_vocabulary(llama_grammar("json.gbnf"), v.clone())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut mask = vec![0u32; v.mask_words()];
+    for (i, id) in common::greedy_tokens(&v, doc).into_iter().enumerate() {
+        // Every few tokens, the full comparison (brute force is slow in debug builds).
+        if i % 5 == 0 {
+            m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(bits(&mask), brute_force(&mut m, &v), "after {i} tokens");
+        }
+        assert!(
+            m.is_token_allowed(id),
+            "token {i} ({:?})",
+            String::from_utf8_lossy(v.token_bytes(id))
+        );
+        m.commit_token(id).unwrap_or_else(|e| panic!("{e}"));
+    }
+    m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(bits(&mask), brute_force(&mut m, &v));
+    assert!(m.can_end());
+    let eos = v.eos()[0];
+    assert!(bits(&mask).contains(&eos));
+    m.commit_token(eos).unwrap_or_else(|e| panic!("{e}"));
+    assert!(m.has_ended());
+    m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+    assert!(bits(&mask).is_empty());
+}
+
+#[test]
+fn special_tokens_only_where_named() {
+    let Some(v) = common::vocab(SMOLLM2) else {
+        return;
+    };
+    let v = Arc::new(v);
+    let special: Vec<u32> = (0..v.len() as u32)
+        .filter(|&i| v.is_special(i) && !v.eos().contains(&i))
+        .collect();
+    assert!(!special.is_empty());
+    let s = special[0];
+    let text = String::from_utf8_lossy(v.token_bytes(s)).to_string();
+    let g = grammar(&format!("root ::= \"a\" {text} \"b\" | \"c\" <[{s}]>"));
+    let mut m = Matcher::with_vocabulary(g, v.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let mut mask = vec![0u32; v.mask_words()];
+    m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!bits(&mask).contains(&s));
+    m.consume_bytes(b"a").unwrap_or_else(|e| panic!("{e}"));
+    m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(bits(&mask), vec![s]);
+    m.commit_token(s).unwrap_or_else(|e| panic!("{e}"));
+    m.consume_bytes(b"b").unwrap_or_else(|e| panic!("{e}"));
+    assert!(m.can_end());
+}
+
+/// A tiny deterministic generator (xorshift), so failures reproduce.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn random_walks_over_the_real_vocabulary_yield_accepted_documents() {
+    let Some(v) = common::vocab(SMOLLM2) else {
+        return;
+    };
+    let v = Arc::new(v);
+    let eos = v.eos()[0];
+    let mut mask = vec![0u32; v.mask_words()];
+    for name in [
+        "json.gbnf",
+        "arithmetic.gbnf",
+        "chess.gbnf",
+        "list.gbnf",
+        "json_arr.gbnf",
+        "c.gbnf",
+    ] {
+        let g = llama_grammar(name);
+        let mut m =
+            Matcher::with_vocabulary(g.clone(), v.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
+        for walk in 0..20 {
+            m.reset();
+            let mut doc = Vec::new();
+            for step in 0..400 {
+                m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+                let allowed = bits(&mask);
+                assert!(
+                    !allowed.is_empty(),
+                    "{name} walk {walk}: dead end after {doc:?}"
+                );
+                // Past 200 steps, steer to the end: prefer eos, then the shortest closers.
+                let id = if step > 200 && allowed.contains(&eos) {
+                    eos
+                } else if step > 200 {
+                    let close = m.closing_bytes().unwrap_or_default();
+                    *allowed
+                        .iter()
+                        .find(|&&t| close.starts_with(v.token_bytes(t)))
+                        .unwrap_or(&allowed[0])
+                } else {
+                    allowed[(rng.next() % allowed.len() as u64) as usize]
+                };
+                m.commit_token(id).unwrap_or_else(|e| panic!("{name}: {e}"));
+                if id == eos {
+                    break;
+                }
+                doc.extend_from_slice(v.token_bytes(id));
+            }
+            assert!(
+                m.has_ended(),
+                "{name} walk {walk}: never ended: {:?}",
+                String::from_utf8_lossy(&doc)
+            );
+            assert!(
+                g.accepts(&doc),
+                "{name} walk {walk}: {:?}",
+                String::from_utf8_lossy(&doc)
+            );
+        }
+    }
+}
+
+/// Prints mask timings along random walks (a measurement, not a check):
+/// `cargo test -p stampo-grammar --release --test token_masks -- --ignored --nocapture`.
+#[test]
+#[ignore = "measurement"]
+fn print_mask_timings() {
+    let Some(v) = common::vocab(SMOLLM2) else {
+        return;
+    };
+    let v = Arc::new(v);
+    println!("vocab {} tokens, {} trie nodes", v.len(), v.trie_nodes());
+    let mut mask = vec![0u32; v.mask_words()];
+    for name in ["json.gbnf", "c.gbnf", "english.gbnf"] {
+        let t0 = std::time::Instant::now();
+        let g = llama_grammar(name);
+        let compile = t0.elapsed();
+        let mut m = Matcher::with_vocabulary(g, v.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let mut rng = Rng(42);
+        let mut times = Vec::new();
+        let mut sample = Vec::new();
+        for walk in 0..10 {
+            m.reset();
+            for _ in 0..100 {
+                let t = std::time::Instant::now();
+                m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+                times.push(t.elapsed().as_secs_f64() * 1e6);
+                let allowed = bits(&mask);
+                let id = allowed[(rng.next() % allowed.len() as u64) as usize];
+                if v.eos().contains(&id) {
+                    break;
+                }
+                m.commit_token(id).unwrap_or_else(|e| panic!("{e}"));
+                if walk == 0 {
+                    sample.extend_from_slice(v.token_bytes(id));
+                }
+            }
+        }
+        times.sort_by(f64::total_cmp);
+        let q = |p: f64| times[((times.len() - 1) as f64 * p) as usize];
+        println!(
+            "{name}: compile {:.2} ms, {} masks, p50 {:.1} µs, p99 {:.1} µs, max {:.1} µs; sample {:?}",
+            compile.as_secs_f64() * 1e3,
+            times.len(),
+            q(0.5),
+            q(0.99),
+            q(1.0),
+            String::from_utf8_lossy(&sample[..sample.len().min(120)])
+        );
+    }
+}
