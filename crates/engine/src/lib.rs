@@ -15,9 +15,11 @@
 pub mod error;
 pub mod generate;
 pub mod request;
+pub mod response;
 pub mod sampler;
 pub mod stop;
 pub mod timing;
+pub mod tool_calls;
 pub mod trie_mask;
 
 pub use error::Error;
