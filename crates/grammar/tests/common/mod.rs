@@ -64,7 +64,7 @@ impl Reader<'_> {
             }
             4 => ints.push(self.u32() as i64),
             5 => ints.push(self.u32() as i32 as i64),
-            6 => ints.push(0 * self.u32() as i64),
+            6 => ints.push(f32::from_bits(self.u32()) as i64),
             8 => strings.push(self.string()),
             9 => {
                 let et = self.u32();
@@ -73,7 +73,7 @@ impl Reader<'_> {
                     self.value(et, strings, ints);
                 }
             }
-            10 | 11 | 12 => ints.push(self.u64() as i64),
+            10..=12 => ints.push(self.u64() as i64),
             _ => panic!("unknown GGUF type {t}"),
         }
     }
