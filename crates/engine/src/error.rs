@@ -34,6 +34,23 @@ pub enum Error {
     #[error("tool_choice names `{name}`, which is not among the offered tools")]
     UnknownTool { name: String },
 
+    /// The GBNF grammar (or the grammar built for a constraint) does not compile. Never
+    /// answered with unconstrained output.
+    #[error("field `{field}`: {source}")]
+    Grammar {
+        field: &'static str,
+        #[source]
+        source: stampo_grammar::GrammarError,
+    },
+
+    /// The JSON Schema does not compile (or, in strict mode, has a keyword it cannot enforce).
+    #[error("field `{field}`: {source}")]
+    Schema {
+        field: &'static str,
+        #[source]
+        source: stampo_grammar::json_schema::SchemaError,
+    },
+
     /// The logits source (the model) failed.
     #[error("the model failed: {0}")]
     Logits(#[source] Box<dyn std::error::Error + Send + Sync>),

@@ -12,6 +12,7 @@
 //! 3. Build a [`Sampler`] from `request.sampling`, feed it the prompt with
 //!    [`Sampler::accept`], then draw with [`Sampler::sample`] under the grammar's mask.
 
+pub mod constraint;
 pub mod error;
 pub mod generate;
 pub mod request;
@@ -20,7 +21,6 @@ pub mod sampler;
 pub mod stop;
 pub mod timing;
 pub mod tool_calls;
-pub mod trie_mask;
 
 pub use error::Error;
 pub use generate::{

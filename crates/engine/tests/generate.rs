@@ -6,12 +6,13 @@ use std::ops::ControlFlow;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use stampo_engine::constraint::{self, GrammarConstraint};
 use stampo_engine::generate::{
     BoxError, Control, GenerateOptions, LogitsSource, StopKind, Vocabulary, generate,
 };
 use stampo_engine::timing::StdClock;
-use stampo_engine::trie_mask::{ByteMatcher, TokenTrie, TrieConstraint};
-use stampo_engine::{Error, Output, Sampler, SamplingParams, TokenConstraint};
+use stampo_engine::{Constraint, Error, Output, Sampler, SamplingParams, TokenConstraint};
+use stampo_grammar::vocab::Vocabulary as GrammarVocabulary;
 
 const MAYBE: u32 = 258;
 const STOP: u32 = 259;
@@ -80,91 +81,6 @@ impl LogitsSource for ScriptedModel {
     }
 }
 
-/// A finite language: the text so far must be a prefix of one of `words`.
-#[derive(Clone)]
-struct OneOf {
-    words: Vec<Vec<u8>>,
-    text: Vec<u8>,
-}
-
-impl OneOf {
-    fn new(words: &[&str]) -> Self {
-        Self {
-            words: words.iter().map(|w| w.as_bytes().to_vec()).collect(),
-            text: Vec::new(),
-        }
-    }
-}
-
-impl ByteMatcher for OneOf {
-    fn try_consume(&mut self, bytes: &[u8]) -> bool {
-        let mut next = self.text.clone();
-        next.extend_from_slice(bytes);
-        let ok = self.words.iter().any(|w| w.starts_with(&next));
-        if ok {
-            self.text = next;
-        }
-        ok
-    }
-    fn rollback(&mut self, n: usize) {
-        self.text.truncate(self.text.len() - n);
-    }
-    fn is_accepting(&self) -> bool {
-        self.words.contains(&self.text)
-    }
-    fn closing_bytes(&mut self) -> Option<Vec<u8>> {
-        self.words
-            .iter()
-            .filter(|w| w.starts_with(&self.text))
-            .map(|w| w[self.text.len()..].to_vec())
-            .min_by_key(Vec::len)
-    }
-}
-
-/// `\[[0-9]*\]`: a list of digits that is only complete once closed.
-#[derive(Clone, Default)]
-struct Digits {
-    text: Vec<u8>,
-}
-
-impl Digits {
-    fn valid(t: &[u8]) -> bool {
-        match t.split_first() {
-            None => true,
-            Some((b'[', rest)) => {
-                let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
-                rest.len() == digits || (rest.len() == digits + 1 && rest[digits] == b']')
-            }
-            Some(_) => false,
-        }
-    }
-}
-
-impl ByteMatcher for Digits {
-    fn try_consume(&mut self, bytes: &[u8]) -> bool {
-        let mut next = self.text.clone();
-        next.extend_from_slice(bytes);
-        let ok = Self::valid(&next);
-        if ok {
-            self.text = next;
-        }
-        ok
-    }
-    fn rollback(&mut self, n: usize) {
-        self.text.truncate(self.text.len() - n);
-    }
-    fn is_accepting(&self) -> bool {
-        self.text.ends_with(b"]")
-    }
-    fn closing_bytes(&mut self) -> Option<Vec<u8>> {
-        Some(match self.text.as_slice() {
-            [] => b"[]".to_vec(),
-            t if t.ends_with(b"]") => Vec::new(),
-            _ => b"]".to_vec(),
-        })
-    }
-}
-
 fn options(n_predict: Option<u32>) -> GenerateOptions {
     GenerateOptions {
         n_predict,
@@ -216,9 +132,25 @@ fn run(
     (out, streamed)
 }
 
-fn trie() -> Arc<TokenTrie> {
-    Arc::new(TokenTrie::new(pieces()))
+fn grammar_vocab(pieces: Vec<Vec<u8>>) -> Arc<GrammarVocabulary> {
+    let special = vec![false; pieces.len()];
+    Arc::new(GrammarVocabulary::new(pieces, special, vec![EOS]))
 }
+
+/// A real grammar from the grammar crate, over the test vocabulary.
+fn gbnf(text: &str) -> GrammarConstraint {
+    gbnf_over(text, pieces())
+}
+
+fn gbnf_over(text: &str, pieces: Vec<Vec<u8>>) -> GrammarConstraint {
+    let compiled = constraint::compile(&Constraint::Gbnf(text.into()), false)
+        .expect("grammar compiles")
+        .expect("a grammar");
+    GrammarConstraint::new(&compiled, grammar_vocab(pieces)).expect("matcher")
+}
+
+const YES_NO: &str = r#"root ::= "yes" | "no""#;
+const DIGITS: &str = r#"root ::= "[" [0-9]* "]""#;
 
 #[test]
 fn unconstrained_greedy_follows_the_model_and_ends_at_eos() {
@@ -239,7 +171,7 @@ fn the_grammar_overrides_the_model_at_every_temperature() {
     // The model wants "maybe"; the grammar allows only "yes" or "no".
     for seed in 0..40 {
         let mut model = ScriptedModel::new(&[MAYBE]);
-        let mut c = TrieConstraint::new(OneOf::new(&["yes", "no"]), trie());
+        let mut c = gbnf(YES_NO);
         let params = SamplingParams {
             temperature: 1.5,
             top_k: 0,
@@ -269,7 +201,7 @@ fn greedy_under_a_grammar_takes_the_best_allowed_token() {
     // The model's second choice is 'z' (logit 5) everywhere; "no" and "yes" tie at 0, and
     // the lower id wins a tie, as in llama.cpp's greedy scan.
     let mut model = ScriptedModel::new(&[MAYBE]);
-    let mut c = TrieConstraint::new(OneOf::new(&["no", "yes"]), trie());
+    let mut c = gbnf(YES_NO);
     let (out, _) = run(&mut model, Some(&mut c), &mut greedy(), &options(Some(20)));
     let out = out.unwrap();
     assert_eq!(out.text, "no");
@@ -282,7 +214,7 @@ fn greedy_under_a_grammar_takes_the_best_allowed_token() {
 fn end_of_generation_only_where_the_grammar_can_end() {
     // The model wants to stop at once; the grammar needs a closed list.
     let mut model = ScriptedModel::new(&[]);
-    let mut c = TrieConstraint::new(Digits::default(), trie());
+    let mut c = gbnf(DIGITS);
     let (out, _) = run(&mut model, Some(&mut c), &mut greedy(), &options(Some(10)));
     let out = out.unwrap();
     assert!(out.text.starts_with('['), "{:?}", out.text);
@@ -400,7 +332,7 @@ fn finish_inside_the_budget_closes_the_document() {
         .collect();
     for n_predict in [3u32, 4, 8, 12] {
         let mut model = ScriptedModel::new(&digits);
-        let mut c = TrieConstraint::new(Digits::default(), trie());
+        let mut c = gbnf(DIGITS);
         let (out, _) = run(
             &mut model,
             Some(&mut c),
@@ -416,7 +348,7 @@ fn finish_inside_the_budget_closes_the_document() {
         assert!(!out.text.ends_with(']'));
 
         let mut model = ScriptedModel::new(&digits);
-        let mut c = TrieConstraint::new(Digits::default(), trie());
+        let mut c = gbnf(DIGITS);
         let mut opts = options(Some(n_predict));
         opts.finish_in_budget = true;
         let (out, _) = run(&mut model, Some(&mut c), &mut greedy(), &opts);
@@ -441,7 +373,7 @@ fn a_grammar_the_vocabulary_cannot_spell_is_an_error() {
     let mut pieces = pieces();
     pieces[b'q' as usize].clear();
     let mut model = ScriptedModel::new(&[]);
-    let mut c = TrieConstraint::new(OneOf::new(&["q"]), Arc::new(TokenTrie::new(pieces)));
+    let mut c = gbnf_over(r#"root ::= "q""#, pieces);
     let (out, _) = run(&mut model, Some(&mut c), &mut greedy(), &options(Some(5)));
     assert!(matches!(out, Err(Error::EmptyMask { step: 0 })), "{out:?}");
 }
