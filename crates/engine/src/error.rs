@@ -43,12 +43,11 @@ pub enum Error {
         source: stampo_grammar::GrammarError,
     },
 
-    /// The JSON Schema does not compile (or, in strict mode, has a keyword it cannot enforce).
-    #[error("field `{field}`: {source}")]
-    Schema {
+    /// The request asks for something this build cannot do.
+    #[error("field `{field}`: {what} is not supported")]
+    Unsupported {
         field: &'static str,
-        #[source]
-        source: stampo_grammar::json_schema::SchemaError,
+        what: &'static str,
     },
 
     /// The logits source (the model) failed.

@@ -1,0 +1,268 @@
+//! The sampler chain checked against the definitions in llama.cpp's `src/llama-sampling.cpp`
+//! (each test says which), on small hand-made logits.
+
+use stampo_engine::sampler::rng::Mt19937;
+use stampo_engine::sampler::stages::{self, Candidate, Candidates};
+use stampo_engine::{Sampler, SamplingParams, Stage};
+
+fn params(stages: &[Stage]) -> SamplingParams {
+    SamplingParams {
+        temperature: 1.0,
+        top_k: 0,
+        top_p: 1.0,
+        min_p: 0.0,
+        seed: Some(7),
+        stages: stages.to_vec(),
+        ..SamplingParams::default()
+    }
+}
+
+fn candidates(logits: &[f32]) -> Candidates {
+    Candidates {
+        data: logits
+            .iter()
+            .enumerate()
+            .map(|(i, &logit)| Candidate {
+                id: i as u32,
+                logit,
+                p: 0.0,
+            })
+            .collect(),
+        sorted: false,
+    }
+}
+
+fn ids(c: &Candidates) -> Vec<u32> {
+    c.data.iter().map(|x| x.id).collect()
+}
+
+#[test]
+fn temperature_zero_is_greedy_and_ties_go_to_the_lower_id() {
+    // llama_sampler_temp_impl keeps the first strictly-greater maximum.
+    let logits = [1.0, 3.0, 0.5, 3.0];
+    for seed in 0..20 {
+        let mut s = Sampler::new(
+            SamplingParams {
+                temperature: 0.0,
+                seed: Some(seed),
+                ..SamplingParams::default()
+            },
+            0,
+            64,
+        );
+        assert_eq!(s.sample(&logits, None).map(|x| x.token), Some(1));
+    }
+}
+
+#[test]
+fn the_same_seed_draws_the_same_tokens() {
+    let logits: Vec<f32> = (0..50).map(|i| (i as f32 * 0.37).sin()).collect();
+    let draw = |seed| {
+        let mut s = Sampler::new(
+            SamplingParams {
+                seed: Some(seed),
+                top_k: 0,
+                ..params(&Stage::DEFAULT_ORDER)
+            },
+            0,
+            64,
+        );
+        (0..40)
+            .map(|_| s.sample(&logits, None).map(|x| x.token))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(draw(3), draw(3));
+    assert_ne!(draw(3), draw(4));
+}
+
+#[test]
+fn a_seed_of_none_uses_the_callers_seed() {
+    let logits = [0.0f32; 16];
+    let mut a = Sampler::new(
+        SamplingParams {
+            seed: None,
+            ..params(&[])
+        },
+        99,
+        64,
+    );
+    let mut b = Sampler::new(
+        SamplingParams {
+            seed: Some(99),
+            ..params(&[])
+        },
+        0,
+        64,
+    );
+    for _ in 0..10 {
+        assert_eq!(a.sample(&logits, None), b.sample(&logits, None));
+    }
+}
+
+#[test]
+fn the_draw_walks_the_candidates_with_one_canonical_double() {
+    // llama_sampler_dist_apply: target = sum * rnd, first i whose running sum reaches it.
+    // Two equal logits: token 0 iff rnd * 2 <= 1.
+    for seed in 0..30u32 {
+        let mut rng = Mt19937::new(seed);
+        let rnd = rng.next_canonical();
+        let mut s = Sampler::new(
+            SamplingParams {
+                seed: Some(seed),
+                ..params(&[])
+            },
+            0,
+            64,
+        );
+        let got = s.sample(&[0.0, 0.0], None).map(|x| x.token);
+        assert_eq!(
+            got,
+            Some(if 2.0 * rnd <= 1.0 { 0 } else { 1 }),
+            "seed {seed}"
+        );
+    }
+}
+
+#[test]
+fn draws_follow_the_softmax() {
+    let probs = [0.1f64, 0.2, 0.3, 0.4];
+    let logits: Vec<f32> = probs.iter().map(|p| p.ln() as f32).collect();
+    let mut s = Sampler::new(params(&[Stage::Temperature]), 0, 64);
+    let n = 40_000;
+    let mut counts = [0usize; 4];
+    for _ in 0..n {
+        let t = s.sample(&logits, None).map(|x| x.token).unwrap_or(9);
+        counts[t as usize] += 1;
+    }
+    for (c, p) in counts.iter().zip(probs) {
+        // Four standard deviations of a binomial proportion at n = 40000 is under 0.01.
+        assert!((*c as f64 / n as f64 - p).abs() < 0.01, "{counts:?}");
+    }
+}
+
+#[test]
+fn the_mask_leaves_out_disallowed_tokens() {
+    let logits = [5.0, 4.0, 3.0, 2.0, 1.0, 0.0];
+    let mask = [0b10_1010u32]; // tokens 1, 3, 5
+    let mut s = Sampler::new(params(&Stage::DEFAULT_ORDER), 0, 64);
+    for _ in 0..200 {
+        let t = s.sample(&logits, Some(&mask)).map(|x| x.token);
+        assert!(matches!(t, Some(1 | 3 | 5)), "{t:?}");
+    }
+    let mut greedy = Sampler::new(
+        SamplingParams {
+            temperature: 0.0,
+            ..params(&Stage::DEFAULT_ORDER)
+        },
+        0,
+        64,
+    );
+    assert_eq!(
+        greedy.sample(&logits, Some(&mask)).map(|x| x.token),
+        Some(1)
+    );
+    assert_eq!(
+        greedy.sample(&logits, Some(&[0])),
+        None,
+        "an empty mask draws nothing"
+    );
+}
+
+#[test]
+fn top_k_sorts_and_keeps_k() {
+    let mut c = candidates(&[0.1, 0.9, 0.5, 0.7]);
+    stages::top_k(&mut c, 2);
+    assert_eq!(ids(&c), [1, 3]);
+    assert!(c.sorted);
+    let mut c = candidates(&[0.1, 0.9]);
+    stages::top_k(&mut c, 0);
+    assert_eq!(
+        (ids(&c), c.sorted),
+        (vec![0, 1], false),
+        "k <= 0 is a no-op"
+    );
+}
+
+#[test]
+fn top_p_keeps_the_smallest_prefix_reaching_p() {
+    // Probabilities 0.4, 0.3, 0.2, 0.1: cumulative 0.4, 0.7, 0.9 → p = 0.65 keeps two.
+    let logits: Vec<f32> = [0.1f32, 0.4, 0.2, 0.3].iter().map(|p| p.ln()).collect();
+    let mut c = candidates(&logits);
+    stages::top_p(&mut c, 0.65, 0);
+    assert_eq!(ids(&c), [1, 3]);
+    let mut c = candidates(&logits);
+    stages::top_p(&mut c, 0.65, 3);
+    assert_eq!(ids(&c), [1, 3, 2], "min_keep wins over p");
+}
+
+#[test]
+fn min_p_filters_unsorted_candidates_in_place() {
+    // Keep p >= 0.5 * p_max, i.e. logit >= max + ln 0.5; the order is kept when unsorted.
+    let logits: Vec<f32> = [0.3f32, 0.1, 0.4, 0.2].iter().map(|p| p.ln()).collect();
+    let mut c = candidates(&logits);
+    stages::min_p(&mut c, 0.5, 0);
+    assert_eq!((ids(&c), c.sorted), (vec![0, 2, 3], false));
+    // Sorted input is cut after the sort instead.
+    let mut c = candidates(&logits);
+    stages::top_k(&mut c, 4);
+    stages::min_p(&mut c, 0.5, 0);
+    assert_eq!(ids(&c), [2, 0, 3]);
+}
+
+#[test]
+fn typical_keeps_tokens_near_the_entropy() {
+    // p = (0.5, 0.25, 0.25): entropy H = 1.5 ln 2; surprises ln 2 and 2 ln 2 are both
+    // 0.5 ln 2 away from H, so the order is by distance then position, and p = 0.6 needs
+    // two tokens (0.5 alone is not > 0.6).
+    let logits: Vec<f32> = [0.5f32, 0.25, 0.25].iter().map(|p| p.ln()).collect();
+    let mut c = candidates(&logits);
+    stages::typical(&mut c, 0.6, 0);
+    assert_eq!(c.data.len(), 2);
+    assert!(!c.sorted);
+}
+
+#[test]
+fn penalties_follow_llama_cpp() {
+    // Repeat penalty divides positive logits and multiplies non-positive ones; frequency and
+    // presence subtract count * f + p.
+    let p = SamplingParams {
+        repeat_penalty: 2.0,
+        frequency_penalty: 0.5,
+        presence_penalty: 0.25,
+        repeat_last_n: 3,
+        temperature: 0.0,
+        stages: vec![Stage::Penalties, Stage::Temperature],
+        ..SamplingParams::default()
+    };
+    let mut s = Sampler::new(p, 0, 64);
+    for t in [9, 0, 0, 1] {
+        s.accept(t); // the window keeps the last 3: 0, 0, 1 (token 9 slid out)
+    }
+    // Token 0: 4.0 / 2 - (2 * 0.5 + 0.25) = 0.75. Token 1: -1.0 * 2 - 0.75 = -2.75.
+    // Token 2: untouched 1.0 → greedy picks token 2.
+    assert_eq!(s.sample(&[4.0, -1.0, 1.0], None).map(|x| x.token), Some(2));
+    // Without token 2, token 0 (0.75) beats token 1 (-2.75).
+    assert_eq!(s.sample(&[4.0, -1.0, 0.5], None).map(|x| x.token), Some(0));
+    let mut c = candidates(&[4.0, -1.0, 1.0, 3.0]);
+    let counts = [(0u32, 2u32), (1, 1)].into_iter().collect();
+    stages::penalties(&mut c, &counts, 2.0, 0.5, 0.25);
+    let logits: Vec<f32> = c.data.iter().map(|x| x.logit).collect();
+    assert_eq!(logits, [0.75, -2.75, 1.0, 3.0]);
+}
+
+#[test]
+fn repeat_last_n_minus_one_is_the_context() {
+    let p = SamplingParams {
+        repeat_penalty: 100.0,
+        repeat_last_n: -1,
+        temperature: 0.0,
+        ..SamplingParams::default()
+    };
+    let mut s = Sampler::new(p, 0, 1000);
+    s.accept(0);
+    for _ in 0..500 {
+        s.accept(1);
+    }
+    // Token 0 is still in the 1000-token window: 10 / 100 < 5.
+    assert_eq!(s.sample(&[10.0, 2.0, 5.0], None).map(|x| x.token), Some(2));
+}
