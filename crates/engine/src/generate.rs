@@ -100,6 +100,9 @@ pub struct GenerateOptions {
     pub finish_in_budget: bool,
     /// Context size: prompt plus generated tokens never exceed it.
     pub n_ctx: usize,
+    /// Compute the next mask on a second thread while the model runs (ignored in wasm,
+    /// where the browser overlaps GPU work with the mask instead).
+    pub overlap: bool,
 }
 
 impl GenerateOptions {
@@ -111,6 +114,7 @@ impl GenerateOptions {
             n_probs: request.n_probs,
             finish_in_budget: request.finish_in_budget,
             n_ctx,
+            overlap: cfg!(not(target_arch = "wasm32")),
         }
     }
 }
@@ -143,27 +147,41 @@ pub struct Control<'a> {
 }
 
 /// Runs one generation. `prompt` must not be empty.
+///
+/// With [`GenerateOptions::overlap`] (native targets), the grammar's work for the next step
+/// (commit the token, compute the mask) runs on a second thread while the model computes the
+/// next logits, so a mask costs nothing as long as it is faster than a forward pass.
 pub fn generate(
     model: &mut dyn LogitsSource,
     vocab: &dyn Vocabulary,
-    mut constraint: Option<&mut dyn TokenConstraint>,
+    mut constraint: Option<&mut (dyn TokenConstraint + Send)>,
     sampler: &mut Sampler,
     prompt: &[u32],
     options: &GenerateOptions,
     control: &mut Control<'_>,
 ) -> Result<Output, Error> {
     let clock = control.clock;
+    let eog = vocab.end_of_generation();
+    let scanner = StopScanner::new(&options.stop);
+    let mut mask: Vec<u32> = Vec::new();
+    let mut grammar_us = Vec::new();
+
     let t_start = clock.now_ms();
-    let mut logits = model.forward(prompt).map_err(Error::Logits)?;
+    let mut logits = advance(
+        model,
+        constraint.as_deref_mut(),
+        None,
+        prompt,
+        &mut mask,
+        options.overlap,
+        clock,
+        &mut grammar_us,
+    )?;
     let t_prompt = clock.now_ms();
     for &t in prompt {
         sampler.accept(t);
     }
     let n_vocab = logits.len();
-    let eog = vocab.end_of_generation();
-    let scanner = StopScanner::new(&options.stop);
-    let mut mask = vec![0u32; n_vocab.div_ceil(32)];
-    let mut mask_us = Vec::new();
     let mut tokens = Vec::new();
     let mut bytes: Vec<u8> = Vec::new();
     let mut sent = 0usize;
@@ -194,9 +212,8 @@ pub fn generate(
 
         let allowed = match constraint.as_deref_mut() {
             Some(c) => {
-                let t0 = clock.now_ms();
-                mask.fill(0);
-                c.fill_mask(&mut mask).map_err(Error::Matcher)?;
+                // The mask was computed by `advance`; end-of-generation and the budget are
+                // settled here, where the sampler needs them.
                 let can_end = c.is_accepting() && !options.ignore_eos;
                 for &e in eog {
                     set_bit(&mut mask, e as usize, can_end);
@@ -206,7 +223,6 @@ pub fn generate(
                 {
                     steer_to_ending(c, vocab, &mut mask, n as usize - tokens.len(), eog, can_end);
                 }
-                mask_us.push((clock.now_ms() - t0) * 1e3);
                 if mask.iter().all(|&w| w == 0) {
                     if c.is_accepting() {
                         // Complete, and end-of-generation is off or absent: nothing to add.
@@ -246,9 +262,6 @@ pub fn generate(
             }
             break StopKind::Eos;
         }
-        if let Some(c) = constraint.as_deref_mut() {
-            c.commit(token).map_err(Error::Matcher)?;
-        }
         let piece = vocab.token_bytes(token);
         bytes.extend_from_slice(piece);
         let (settled, word) = match scanner.scan(&bytes, piece.len()) {
@@ -282,7 +295,16 @@ pub fn generate(
             // Do not pay for logits nobody will use.
             break StopKind::Limit;
         }
-        logits = model.forward(&[token]).map_err(Error::Logits)?;
+        logits = advance(
+            model,
+            constraint.as_deref_mut(),
+            Some(token),
+            &[token],
+            &mut mask,
+            options.overlap,
+            clock,
+            &mut grammar_us,
+        )?;
     };
 
     // Whatever was held back (an unfinished stop-string prefix, a partial character) is
@@ -300,7 +322,7 @@ pub fn generate(
     let decode_ms = t_end - t_prompt;
     let mask_stats = constraint
         .as_deref()
-        .map(|c| MaskStats::from_samples(&mask_us, decode_ms, c.cache_hit_rate()));
+        .map(|c| MaskStats::from_samples(&grammar_us, decode_ms, c.cache_hit_rate()));
     Ok(Output {
         text: String::from_utf8_lossy(&bytes).into_owned(),
         n_prompt: prompt.len(),
@@ -312,6 +334,64 @@ pub fn generate(
         probs,
         mask_stats,
     })
+}
+
+/// One step of work after a token is chosen (or, with `token: None`, after the prompt): the
+/// model's logits for `feed`, and the constraint's commit of `token` plus its next mask,
+/// side by side on two threads when `overlap` is on.
+#[allow(clippy::too_many_arguments)]
+fn advance<'c>(
+    model: &mut dyn LogitsSource,
+    constraint: Option<&mut (dyn TokenConstraint + Send + 'c)>,
+    token: Option<u32>,
+    feed: &[u32],
+    mask: &mut Vec<u32>,
+    overlap: bool,
+    clock: &dyn Clock,
+    grammar_us: &mut Vec<f64>,
+) -> Result<Vec<f32>, Error> {
+    let Some(c) = constraint else {
+        return model.forward(feed).map_err(Error::Logits);
+    };
+    // The mask's size comes from the model's logits, which the first step has not seen yet:
+    // size it after the first forward (no overlap for the prompt's step).
+    if mask.is_empty() {
+        let logits = model.forward(feed).map_err(Error::Logits)?;
+        mask.resize(logits.len().div_ceil(32), 0);
+        grammar_us.push(grammar_step(c, token, mask, clock)?);
+        return Ok(logits);
+    }
+    #[cfg(not(target_arch = "wasm32"))]
+    if overlap {
+        let (logits, grammar) = std::thread::scope(|s| {
+            let worker = s.spawn(|| grammar_step(c, token, mask, clock));
+            let logits = model.forward(feed);
+            (logits, worker.join())
+        });
+        let us = grammar.map_err(|_| Error::Matcher("the grammar thread panicked".into()))??;
+        grammar_us.push(us);
+        return logits.map_err(Error::Logits);
+    }
+    #[cfg(target_arch = "wasm32")]
+    let _ = overlap;
+    grammar_us.push(grammar_step(c, token, mask, clock)?);
+    model.forward(feed).map_err(Error::Logits)
+}
+
+/// Commits `token` (if any) and computes the next mask; returns the time taken in µs.
+fn grammar_step<'c>(
+    c: &mut (dyn TokenConstraint + Send + 'c),
+    token: Option<u32>,
+    mask: &mut [u32],
+    clock: &dyn Clock,
+) -> Result<f64, Error> {
+    let t0 = clock.now_ms();
+    if let Some(t) = token {
+        c.commit(t).map_err(Error::Matcher)?;
+    }
+    mask.fill(0);
+    c.fill_mask(mask).map_err(Error::Matcher)?;
+    Ok((clock.now_ms() - t0) * 1e3)
 }
 
 fn set_bit(mask: &mut [u32], i: usize, on: bool) {

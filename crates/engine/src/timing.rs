@@ -5,8 +5,8 @@
 
 use serde::Serialize;
 
-/// Milliseconds from an arbitrary origin.
-pub trait Clock {
+/// Milliseconds from an arbitrary origin. `Sync` because the grammar thread reads it too.
+pub trait Clock: Sync {
     fn now_ms(&self) -> f64;
 }
 
@@ -63,7 +63,8 @@ impl Timings {
 /// What computing the grammar masks cost during one generation.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct MaskStats {
-    /// Masks computed (one per sampled token under a constraint).
+    /// Grammar steps timed: commit the last token and compute the next mask (one per
+    /// sampled token under a constraint, plus the first mask).
     pub steps: usize,
     pub mean_us: f64,
     /// 99th percentile (nearest rank).

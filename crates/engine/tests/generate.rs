@@ -89,6 +89,7 @@ fn options(n_predict: Option<u32>) -> GenerateOptions {
         n_probs: 0,
         finish_in_budget: false,
         n_ctx: 4096,
+        overlap: false,
     }
 }
 
@@ -105,7 +106,7 @@ fn greedy() -> Sampler {
 
 fn run(
     model: &mut ScriptedModel,
-    constraint: Option<&mut dyn TokenConstraint>,
+    constraint: Option<&mut (dyn TokenConstraint + Send)>,
     sampler: &mut Sampler,
     opts: &GenerateOptions,
 ) -> (Result<Output, Error>, String) {
@@ -412,4 +413,36 @@ fn the_context_size_truncates() {
         (out.stop, out.truncated, out.text.as_str()),
         (StopKind::Limit, true, "ab")
     );
+}
+
+#[test]
+fn overlapping_the_grammar_with_the_model_changes_nothing_but_time() {
+    let digits: Vec<u32> = std::iter::once(b'[' as u32)
+        .chain(std::iter::repeat_n(b'3' as u32, 20))
+        .collect();
+    let mut results = Vec::new();
+    for overlap in [false, true] {
+        let mut model = ScriptedModel::new(&digits);
+        let mut c = gbnf(DIGITS);
+        let mut opts = options(Some(9));
+        opts.overlap = overlap;
+        opts.finish_in_budget = true;
+        let params = SamplingParams {
+            seed: Some(5),
+            ..SamplingParams::default()
+        };
+        let (out, streamed) = run(
+            &mut model,
+            Some(&mut c),
+            &mut Sampler::new(params, 0, 4096),
+            &opts,
+        );
+        let out = out.unwrap();
+        assert_eq!(
+            out.mask_stats.as_ref().map(|m| m.steps),
+            Some(out.tokens.len())
+        );
+        results.push((out.text, out.tokens, out.stop, streamed));
+    }
+    assert_eq!(results[0], results[1]);
 }
