@@ -54,8 +54,14 @@ pub fn compile(pattern: &str, encoding: Encoding, max_repetition: u32) -> Result
         .utf8(true)
         .build()
         .translate(pattern, &ast)
-        .map_err(|e| RegexError::Syntax { offset: e.span().start.offset, message: e.kind().to_string() })?;
-    let lower = Lower { encoding, max_repetition };
+        .map_err(|e| RegexError::Syntax {
+            offset: e.span().start.offset,
+            message: e.kind().to_string(),
+        })?;
+    let lower = Lower {
+        encoding,
+        max_repetition,
+    };
     let branches: Vec<&Hir> = match hir.kind() {
         HirKind::Alternation(bs) => bs.iter().collect(),
         _ => vec![&hir],
@@ -72,13 +78,18 @@ pub fn compile(pattern: &str, encoding: Encoding, max_repetition: u32) -> Result
 fn classify_syntax_error(e: &ast::Error) -> RegexError {
     let offset = e.span().start.offset;
     match e.kind() {
-        ast::ErrorKind::UnsupportedLookAround => {
-            RegexError::Unsupported { offset, what: "look-around assertion".into() }
-        }
-        ast::ErrorKind::UnsupportedBackreference => {
-            RegexError::Unsupported { offset, what: "back-reference".into() }
-        }
-        kind => RegexError::Syntax { offset, message: kind.to_string() },
+        ast::ErrorKind::UnsupportedLookAround => RegexError::Unsupported {
+            offset,
+            what: "look-around assertion".into(),
+        },
+        ast::ErrorKind::UnsupportedBackreference => RegexError::Unsupported {
+            offset,
+            what: "back-reference".into(),
+        },
+        kind => RegexError::Syntax {
+            offset,
+            message: kind.to_string(),
+        },
     }
 }
 
@@ -89,7 +100,11 @@ fn make_ecma(ast: &mut Ast) -> Result<(), RegexError> {
         Ast::Dot(span) => {
             let span = **span;
             let item = |c: char| {
-                ast::ClassSetItem::Literal(ast::Literal { span, kind: ast::LiteralKind::Verbatim, c })
+                ast::ClassSetItem::Literal(ast::Literal {
+                    span,
+                    kind: ast::LiteralKind::Verbatim,
+                    c,
+                })
             };
             *ast = Ast::ClassBracketed(Box::new(ast::ClassBracketed {
                 span,
@@ -170,7 +185,11 @@ fn ascii_perl(p: &ast::ClassPerl) -> Option<ast::ClassSetItem> {
         ClassPerlKind::Word => ClassAsciiKind::Word,
         ClassPerlKind::Space => return None,
     };
-    Some(ast::ClassSetItem::Ascii(ast::ClassAscii { span: p.span, kind, negated: p.negated }))
+    Some(ast::ClassSetItem::Ascii(ast::ClassAscii {
+        span: p.span,
+        kind,
+        negated: p.negated,
+    }))
 }
 
 struct Lower {
@@ -223,7 +242,10 @@ impl Lower {
                 self.class_expr(&ranges)
             }
             HirKind::Class(Class::Bytes(_)) => {
-                return Err(RegexError::Unsupported { offset: 0, what: "byte class".into() });
+                return Err(RegexError::Unsupported {
+                    offset: 0,
+                    what: "byte class".into(),
+                });
             }
             HirKind::Look(_) => {
                 return Err(RegexError::Unsupported {
@@ -235,20 +257,33 @@ impl Lower {
             HirKind::Repetition(r) => {
                 for bound in [Some(r.min), r.max].into_iter().flatten() {
                     if bound > self.max_repetition {
-                        return Err(RegexError::RepetitionTooLarge { value: bound, max: self.max_repetition });
+                        return Err(RegexError::RepetitionTooLarge {
+                            value: bound,
+                            max: self.max_repetition,
+                        });
                     }
                 }
                 repeat(self.lower(&r.sub)?, r.min, r.max)
             }
             HirKind::Capture(c) => self.lower(&c.sub)?,
-            HirKind::Concat(xs) => seq(xs.iter().map(|x| self.lower(x)).collect::<Result<_, _>>()?),
-            HirKind::Alternation(xs) => alt(xs.iter().map(|x| self.lower(x)).collect::<Result<_, _>>()?),
+            HirKind::Concat(xs) => {
+                seq(xs.iter().map(|x| self.lower(x)).collect::<Result<_, _>>()?)
+            }
+            HirKind::Alternation(xs) => {
+                alt(xs.iter().map(|x| self.lower(x)).collect::<Result<_, _>>()?)
+            }
         })
     }
 
     fn any_char(&self) -> Expr {
         match self.encoding {
-            Encoding::Raw => Expr::Class { ranges: vec![CharRange { lo: '\0', hi: char::MAX }], negated: false },
+            Encoding::Raw => Expr::Class {
+                ranges: vec![CharRange {
+                    lo: '\0',
+                    hi: char::MAX,
+                }],
+                negated: false,
+            },
             Encoding::JsonString => json_char(),
         }
     }
@@ -256,7 +291,9 @@ impl Lower {
     fn char_expr(&self, c: char) -> Expr {
         match self.encoding {
             Encoding::Raw => lit(c.encode_utf8(&mut [0; 4])),
-            Encoding::JsonString => json_escaped(c).unwrap_or_else(|| lit(c.encode_utf8(&mut [0; 4]))),
+            Encoding::JsonString => {
+                json_escaped(c).unwrap_or_else(|| lit(c.encode_utf8(&mut [0; 4])))
+            }
         }
     }
 
@@ -290,7 +327,10 @@ fn json_escaped(c: char) -> Option<Expr> {
         _ => None,
     };
     let code = c as u32;
-    let mut forms = vec![lit(&format!("\\u{code:04x}")), lit(&format!("\\u{code:04X}"))];
+    let mut forms = vec![
+        lit(&format!("\\u{code:04x}")),
+        lit(&format!("\\u{code:04X}")),
+    ];
     if let Some(s) = short {
         forms.insert(0, lit(s));
     }
@@ -346,16 +386,29 @@ pub fn json_char() -> Expr {
     let hex = class(&[('0', '9'), ('a', 'f'), ('A', 'F')]);
     alt(vec![
         Expr::Class {
-            ranges: vec![CharRange { lo: '\0', hi: '\u{1f}' }, CharRange { lo: '"', hi: '"' }, CharRange {
-                lo: '\\',
-                hi: '\\',
-            }],
+            ranges: vec![
+                CharRange {
+                    lo: '\0',
+                    hi: '\u{1f}',
+                },
+                CharRange { lo: '"', hi: '"' },
+                CharRange { lo: '\\', hi: '\\' },
+            ],
             negated: true,
         },
         seq(vec![
             lit("\\"),
             alt(vec![
-                class(&[('"', '"'), ('\\', '\\'), ('/', '/'), ('b', 'b'), ('f', 'f'), ('n', 'n'), ('r', 'r'), ('t', 't')]),
+                class(&[
+                    ('"', '"'),
+                    ('\\', '\\'),
+                    ('/', '/'),
+                    ('b', 'b'),
+                    ('f', 'f'),
+                    ('n', 'n'),
+                    ('r', 'r'),
+                    ('t', 't'),
+                ]),
                 seq(vec![lit("u"), repeat(hex, 4, Some(4))]),
             ]),
         ]),

@@ -69,16 +69,19 @@ impl Report {
 
     /// All entries, ordered by pointer then keyword.
     pub fn entries(&self) -> impl Iterator<Item = Entry> + '_ {
-        self.entries.iter().map(|((pointer, keyword), status)| Entry {
-            pointer: pointer.clone(),
-            keyword: keyword.clone(),
-            status: status.clone(),
-        })
+        self.entries
+            .iter()
+            .map(|((pointer, keyword), status)| Entry {
+                pointer: pointer.clone(),
+                keyword: keyword.clone(),
+                status: status.clone(),
+            })
     }
 
     /// The entries that are warnings (the grammar may accept invalid instances).
     pub fn warnings(&self) -> impl Iterator<Item = Entry> + '_ {
-        self.entries().filter(|e| matches!(e.status, Status::Warning(_)))
+        self.entries()
+            .filter(|e| matches!(e.status, Status::Warning(_)))
     }
 
     /// True when no keyword was left unenforced: every instance the grammar accepts is valid.
@@ -101,7 +104,11 @@ impl fmt::Display for Report {
     /// One line per keyword that is not an annotation: `status pointer keyword: reason`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for e in self.entries() {
-            let ptr = if e.pointer.is_empty() { "#" } else { &e.pointer };
+            let ptr = if e.pointer.is_empty() {
+                "#"
+            } else {
+                &e.pointer
+            };
             match &e.status {
                 Status::Annotation => {}
                 Status::Enforced => writeln!(f, "enforced  {ptr} {}", e.keyword)?,

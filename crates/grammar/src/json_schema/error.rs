@@ -9,13 +9,21 @@ use crate::regex::RegexError;
 #[derive(Clone, Debug, Error, PartialEq, Eq)]
 pub enum SchemaError {
     #[error("the schema is not JSON (line {line}, column {column}): {message}")]
-    NotJson { line: usize, column: usize, message: String },
+    NotJson {
+        line: usize,
+        column: usize,
+        message: String,
+    },
 
     #[error("#{pointer}: not a schema: {message}")]
     NotASchema { pointer: String, message: String },
 
     #[error("#{pointer}: keyword '{keyword}' refused: {reason}")]
-    Refused { pointer: String, keyword: String, reason: String },
+    Refused {
+        pointer: String,
+        keyword: String,
+        reason: String,
+    },
 
     #[error("#{pointer}: $ref '{target}' does not point to a schema in this document")]
     RefNotFound { pointer: String, target: String },
@@ -24,7 +32,12 @@ pub enum SchemaError {
     Unsatisfiable { pointer: String, reason: String },
 
     #[error("#{pointer}: {what} is {value}, over the limit {max}")]
-    LimitExceeded { pointer: String, what: &'static str, value: u64, max: u64 },
+    LimitExceeded {
+        pointer: String,
+        what: &'static str,
+        value: u64,
+        max: u64,
+    },
 
     #[error("#{pointer}: pattern refused: {source}")]
     Regex { pointer: String, source: RegexError },

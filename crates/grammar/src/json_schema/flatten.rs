@@ -27,7 +27,11 @@ pub type ConjKey = (BTreeSet<String>, BTreeSet<String>, bool);
 
 impl Conj {
     pub fn key(&self) -> ConjKey {
-        (self.own.iter().cloned().collect(), self.groups.clone(), self.never.is_some())
+        (
+            self.own.iter().cloned().collect(),
+            self.groups.clone(),
+            self.never.is_some(),
+        )
     }
 
     /// A readable name for the rule of this conjunction: its first schema's pointer.
@@ -55,7 +59,10 @@ impl<'a> Resolver<'a> {
 
     /// The pointer a `$ref` found at `at` points to.
     pub fn resolve(&self, at: &str, reference: &str) -> Result<String, SchemaError> {
-        let not_found = || SchemaError::RefNotFound { pointer: at.to_owned(), target: reference.to_owned() };
+        let not_found = || SchemaError::RefNotFound {
+            pointer: at.to_owned(),
+            target: reference.to_owned(),
+        };
         let (base, fragment) = match reference.split_once('#') {
             Some((b, f)) => (b, f),
             None => (reference, ""),
@@ -68,7 +75,10 @@ impl<'a> Resolver<'a> {
         let target = if fragment.is_empty() || fragment.starts_with('/') {
             format!("{base_ptr}{}", percent_decode(fragment))
         } else {
-            self.ids.get(&format!("#{fragment}")).cloned().ok_or_else(not_found)?
+            self.ids
+                .get(&format!("#{fragment}"))
+                .cloned()
+                .ok_or_else(not_found)?
         };
         match self.get(&target) {
             Some(Value::Object(_) | Value::Bool(_)) => Ok(target),
@@ -115,7 +125,9 @@ impl<'a> Resolver<'a> {
                                 _ => {
                                     return Err(SchemaError::NotASchema {
                                         pointer: format!("{ptr}/{kw}"),
-                                        message: format!("{kw} must be a non-empty array of schemas"),
+                                        message: format!(
+                                            "{kw} must be a non-empty array of schemas"
+                                        ),
                                     });
                                 }
                             }
@@ -126,11 +138,17 @@ impl<'a> Resolver<'a> {
                 Some(other) => {
                     return Err(SchemaError::NotASchema {
                         pointer: ptr,
-                        message: format!("a schema is an object or a boolean, not {}", kind_of(other)),
+                        message: format!(
+                            "a schema is an object or a boolean, not {}",
+                            kind_of(other)
+                        ),
                     });
                 }
                 None => {
-                    return Err(SchemaError::RefNotFound { pointer: ptr.clone(), target: format!("#{ptr}") });
+                    return Err(SchemaError::RefNotFound {
+                        pointer: ptr.clone(),
+                        target: format!("#{ptr}"),
+                    });
                 }
             }
         }
@@ -204,12 +222,13 @@ fn percent_decode(s: &str) -> String {
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
-        if bytes[i] == b'%' && i + 2 < bytes.len() {
-            if let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                out.push(b);
-                i += 3;
-                continue;
-            }
+        if bytes[i] == b'%'
+            && i + 2 < bytes.len()
+            && let Ok(b) = u8::from_str_radix(&s[i + 1..i + 3], 16)
+        {
+            out.push(b);
+            i += 3;
+            continue;
         }
         out.push(bytes[i]);
         i += 1;

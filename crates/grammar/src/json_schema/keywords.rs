@@ -18,19 +18,50 @@ pub enum Kind {
 
 pub fn kind(keyword: &str) -> Kind {
     match keyword {
-        "title" | "description" | "examples" | "default" | "$comment" | "$schema" | "$id" | "id"
-        | "$anchor" | "$defs" | "definitions" | "deprecated" | "readOnly" | "writeOnly"
+        "title" | "description" | "examples" | "default" | "$comment" | "$schema" | "$id"
+        | "id" | "$anchor" | "$defs" | "definitions" | "deprecated" | "readOnly" | "writeOnly"
         | "contentMediaType" | "contentEncoding" | "contentSchema" | "$vocabulary"
         | "$dynamicAnchor" | "$recursiveAnchor" => Kind::Annotation,
         "$ref" | "allOf" | "anyOf" | "oneOf" => Kind::Applicator,
-        "type" | "enum" | "const" | "minLength" | "maxLength" | "pattern" | "format" | "minimum"
-        | "maximum" | "exclusiveMinimum" | "exclusiveMaximum" | "multipleOf" | "properties"
-        | "required" | "additionalProperties" | "patternProperties" | "minProperties"
-        | "maxProperties" | "propertyNames" | "dependentRequired" | "dependencies" | "items"
-        | "prefixItems" | "additionalItems" | "minItems" | "maxItems" | "contains"
-        | "minContains" | "maxContains" | "uniqueItems" | "not" => Kind::Assertion,
-        "if" | "then" | "else" | "dependentSchemas" | "unevaluatedProperties" | "unevaluatedItems"
-        | "$dynamicRef" | "$recursiveRef" => Kind::Unsupported,
+        "type"
+        | "enum"
+        | "const"
+        | "minLength"
+        | "maxLength"
+        | "pattern"
+        | "format"
+        | "minimum"
+        | "maximum"
+        | "exclusiveMinimum"
+        | "exclusiveMaximum"
+        | "multipleOf"
+        | "properties"
+        | "required"
+        | "additionalProperties"
+        | "patternProperties"
+        | "minProperties"
+        | "maxProperties"
+        | "propertyNames"
+        | "dependentRequired"
+        | "dependencies"
+        | "items"
+        | "prefixItems"
+        | "additionalItems"
+        | "minItems"
+        | "maxItems"
+        | "contains"
+        | "minContains"
+        | "maxContains"
+        | "uniqueItems"
+        | "not" => Kind::Assertion,
+        "if"
+        | "then"
+        | "else"
+        | "dependentSchemas"
+        | "unevaluatedProperties"
+        | "unevaluatedItems"
+        | "$dynamicRef"
+        | "$recursiveRef" => Kind::Unsupported,
         _ => Kind::Unknown,
     }
 }

@@ -79,7 +79,12 @@ pub struct SchemaLimits {
 
 impl Default for SchemaLimits {
     fn default() -> Self {
-        Self { max_rules: 20_000, max_repetition: 2_000, max_enumerated: 1_000, max_digits: 400 }
+        Self {
+            max_rules: 20_000,
+            max_repetition: 2_000,
+            max_enumerated: 1_000,
+            max_digits: 400,
+        }
     }
 }
 

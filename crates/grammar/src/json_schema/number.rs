@@ -28,7 +28,11 @@ pub struct Dec {
 
 impl Dec {
     pub fn zero() -> Self {
-        Dec { neg: false, int: Vec::new(), frac: Vec::new() }
+        Dec {
+            neg: false,
+            int: Vec::new(),
+            frac: Vec::new(),
+        }
     }
 
     /// The exact decimal of a JSON number as `serde_json` holds it (integers exactly;
@@ -55,13 +59,20 @@ impl Dec {
             None => (false, text),
         };
         let (int, frac) = body.split_once('.').unwrap_or((body, ""));
-        if int.is_empty() || !int.bytes().all(|b| b.is_ascii_digit()) || !frac.bytes().all(|b| b.is_ascii_digit()) {
+        if int.is_empty()
+            || !int.bytes().all(|b| b.is_ascii_digit())
+            || !frac.bytes().all(|b| b.is_ascii_digit())
+        {
             return None;
         }
         let int: Vec<u8> = int.trim_start_matches('0').bytes().collect();
         let frac: Vec<u8> = frac.trim_end_matches('0').bytes().collect();
         let is_zero = int.is_empty() && frac.is_empty();
-        Some(Dec { neg: neg && !is_zero, int, frac })
+        Some(Dec {
+            neg: neg && !is_zero,
+            int,
+            frac,
+        })
     }
 
     pub fn is_zero(&self) -> bool {
@@ -77,12 +88,19 @@ impl Dec {
     }
 
     pub fn negate(&self) -> Self {
-        Dec { neg: !self.neg && !self.is_zero(), ..self.clone() }
+        Dec {
+            neg: !self.neg && !self.is_zero(),
+            ..self.clone()
+        }
     }
 
     /// The integer digits as text (`"0"` for zero).
     pub fn int_text(&self) -> Vec<u8> {
-        if self.int.is_empty() { b"0".to_vec() } else { self.int.clone() }
+        if self.int.is_empty() {
+            b"0".to_vec()
+        } else {
+            self.int.clone()
+        }
     }
 
     /// Smallest integer ≥ self (or > self when `strict`).
@@ -90,7 +108,11 @@ impl Dec {
         if self.is_integer() {
             return if strict { self.add_one() } else { self.clone() };
         }
-        let trunc = Dec { neg: self.neg && !self.int.is_empty(), int: self.int.clone(), frac: Vec::new() };
+        let trunc = Dec {
+            neg: self.neg && !self.int.is_empty(),
+            int: self.int.clone(),
+            frac: Vec::new(),
+        };
         // Truncation rounds negatives up already.
         if self.neg { trunc } else { trunc.add_one() }
     }
@@ -103,7 +125,10 @@ impl Dec {
     /// self + 1 for an integer.
     fn add_one(&self) -> Dec {
         if self.neg {
-            let mag = Dec { neg: false, ..self.clone() };
+            let mag = Dec {
+                neg: false,
+                ..self.clone()
+            };
             return mag.sub_one_mag().negate();
         }
         let mut digits = self.int_text();
@@ -140,15 +165,6 @@ impl Dec {
         Dec::parse(std::str::from_utf8(&digits).unwrap_or("0")).unwrap_or_else(Dec::zero)
     }
 
-    /// The value as `i128`, if it is an integer that fits.
-    pub fn to_i128(&self) -> Option<i128> {
-        if !self.is_integer() || self.int.len() > 36 {
-            return None;
-        }
-        let mag: i128 = std::str::from_utf8(&self.int_text()).ok()?.parse().ok()?;
-        Some(if self.neg { -mag } else { mag })
-    }
-
     /// `(m, e)` with self = m · 10^(−e), m an integer.
     pub fn scaled(&self) -> Option<(i128, u32)> {
         let mut digits = self.int.clone();
@@ -156,7 +172,11 @@ impl Dec {
         if digits.len() > 36 {
             return None;
         }
-        let text = if digits.is_empty() { "0".to_string() } else { String::from_utf8(digits).ok()? };
+        let text = if digits.is_empty() {
+            "0".to_string()
+        } else {
+            String::from_utf8(digits).ok()?
+        };
         let m: i128 = text.parse().ok()?;
         Some((if self.neg { -m } else { m }, self.frac.len() as u32))
     }
@@ -180,7 +200,11 @@ impl PartialOrd for Dec {
 }
 
 fn cmp_mag(a: &Dec, b: &Dec) -> Ordering {
-    a.int.len().cmp(&b.int.len()).then_with(|| a.int.cmp(&b.int)).then_with(|| a.frac.cmp(&b.frac))
+    a.int
+        .len()
+        .cmp(&b.int.len())
+        .then_with(|| a.int.cmp(&b.int))
+        .then_with(|| a.frac.cmp(&b.frac))
 }
 
 /// One side of a range: the value and whether it is excluded.
@@ -198,7 +222,10 @@ impl Bound {
             Some(a) => match a.value.cmp(&b.value) {
                 Ordering::Greater => a,
                 Ordering::Less => b,
-                Ordering::Equal => Bound { value: a.value, exclusive: a.exclusive || b.exclusive },
+                Ordering::Equal => Bound {
+                    value: a.value,
+                    exclusive: a.exclusive || b.exclusive,
+                },
             },
         }
     }
@@ -210,7 +237,10 @@ impl Bound {
             Some(a) => match a.value.cmp(&b.value) {
                 Ordering::Less => a,
                 Ordering::Greater => b,
-                Ordering::Equal => Bound { value: a.value, exclusive: a.exclusive || b.exclusive },
+                Ordering::Equal => Bound {
+                    value: a.value,
+                    exclusive: a.exclusive || b.exclusive,
+                },
             },
         }
     }
@@ -221,7 +251,11 @@ fn digit() -> Expr {
 }
 
 fn digit_range(lo: u8, hi: u8) -> Expr {
-    if lo == hi { lit(&(lo as char).to_string()) } else { class(&[(lo as char, hi as char)]) }
+    if lo == hi {
+        lit(&(lo as char).to_string())
+    } else {
+        class(&[(lo as char, hi as char)])
+    }
 }
 
 /// Digit strings of one length in `[lo, hi]` (lexicographic = numeric for equal lengths).
@@ -248,7 +282,10 @@ fn fixed_len(lo: &[u8], hi: &[u8]) -> Expr {
         parts.push(seq(vec![digit_range(a, a), fixed_len(&lo[1..], &nines)]));
     }
     if mid_lo <= mid_hi {
-        parts.push(seq(vec![digit_range(mid_lo, mid_hi), repeat(digit(), n - 1, Some(n - 1))]));
+        parts.push(seq(vec![
+            digit_range(mid_lo, mid_hi),
+            repeat(digit(), n - 1, Some(n - 1)),
+        ]));
     }
     if !hi_rest_free {
         parts.push(seq(vec![digit_range(b, b), fixed_len(&zeros, &hi[1..])]));
@@ -259,10 +296,10 @@ fn fixed_len(lo: &[u8], hi: &[u8]) -> Expr {
 /// Unsigned integers (no leading zeros) in `[lo, hi]`; `hi: None` is unbounded. `lo` and
 /// `hi` are digit strings without leading zeros (`"0"` for zero).
 pub fn uint_range(lo: &[u8], hi: Option<&[u8]>) -> Option<Expr> {
-    if let Some(h) = hi {
-        if (h.len(), h) < (lo.len(), lo) {
-            return None;
-        }
+    if let Some(h) = hi
+        && (h.len(), h) < (lo.len(), lo)
+    {
+        return None;
     }
     let nlo = lo.len();
     let nines = |n: usize| vec![b'9'; n];
@@ -281,7 +318,10 @@ pub fn uint_range(lo: &[u8], hi: Option<&[u8]>) -> Option<Expr> {
                 Some(h) => {
                     let nh = h.len() as u32;
                     if nh as usize > nlo + 1 {
-                        parts.push(seq(vec![nonzero, repeat(digit(), nlo as u32, Some(nh - 2))]));
+                        parts.push(seq(vec![
+                            nonzero,
+                            repeat(digit(), nlo as u32, Some(nh - 2)),
+                        ]));
                     }
                     parts.push(fixed_len(&smallest(nh as usize), h));
                 }
@@ -322,9 +362,9 @@ fn frac_digits(lo: FracBound, hi: FracBound, max_len: Option<u32>) -> Option<(Op
     let nonempty = match (lo, hi) {
         (None, None) => Some(repeat(digit(), 1, max_len)),
         // Only zeros stay at or below an exhausted inclusive upper bound of zero.
-        (None, Some((h, false))) if h.is_empty() => Some(repeat(lit("0"), 1, max_len)),
-        (None, Some((h, true))) if h.is_empty() => None,
-        (Some((l, true)), None) if l.is_empty() => Some(nonzero_digits(max_len)),
+        (None, Some(([], false))) => Some(repeat(lit("0"), 1, max_len)),
+        (None, Some(([], true))) => None,
+        (Some(([], true)), None) => Some(nonzero_digits(max_len)),
         (Some((l, true)), Some((h, _))) if l.is_empty() && h.is_empty() => None,
         _ => {
             // Split on the first digit; neighbouring digits leading to the same tail share
@@ -355,7 +395,9 @@ fn frac_digits(lo: FracBound, hi: FracBound, max_len: Option<u32>) -> Option<(Op
                         }
                     }
                 };
-                let (Some(lo2), Some(hi2)) = (lo2, hi2) else { continue };
+                let (Some(lo2), Some(hi2)) = (lo2, hi2) else {
+                    continue;
+                };
                 let tail = match frac_digits(lo2, hi2, rest_len) {
                     Some((Some(e), true)) => opt(e),
                     Some((Some(e), false)) => e,
@@ -367,7 +409,12 @@ fn frac_digits(lo: FracBound, hi: FracBound, max_len: Option<u32>) -> Option<(Op
                     _ => branches.push((c, c, tail)),
                 }
             }
-            alt_opt(branches.into_iter().map(|(a, b, t)| seq(vec![digit_range(a, b), t])).collect())
+            alt_opt(
+                branches
+                    .into_iter()
+                    .map(|(a, b, t)| seq(vec![digit_range(a, b), t]))
+                    .collect(),
+            )
         }
     };
     if nonempty.is_none() && !empty_ok {
@@ -380,7 +427,15 @@ fn frac_digits(lo: FracBound, hi: FracBound, max_len: Option<u32>) -> Option<(Op
 fn nonzero_digits(max_len: Option<u32>) -> Expr {
     match max_len {
         None => seq(vec![star(lit("0")), class(&[('1', '9')]), star(digit())]),
-        Some(m) => alt((0..m).map(|k| seq(vec![repeat(lit("0"), k, Some(k)), class(&[('1', '9')]), repeat(digit(), 0, Some(m - 1 - k))])).collect()),
+        Some(m) => alt((0..m)
+            .map(|k| {
+                seq(vec![
+                    repeat(lit("0"), k, Some(k)),
+                    class(&[('1', '9')]),
+                    repeat(digit(), 0, Some(m - 1 - k)),
+                ])
+            })
+            .collect()),
     }
 }
 
@@ -390,12 +445,15 @@ pub fn nonneg(lo: &Bound, hi: Option<&Bound>, frac_max: Option<u32>) -> Option<E
     if frac_max == Some(0) {
         let lo_int = lo.value.ceil(lo.exclusive);
         let hi_int = hi.map(|h| h.value.floor(h.exclusive));
-        if let Some(h) = &hi_int {
-            if h.neg || *h < lo_int {
-                return None;
-            }
+        if let Some(h) = &hi_int
+            && (h.neg || *h < lo_int)
+        {
+            return None;
         }
-        return uint_range(&lo_int.int_text(), hi_int.as_ref().map(|h| h.int_text()).as_deref());
+        return uint_range(
+            &lo_int.int_text(),
+            hi_int.as_ref().map(|h| h.int_text()).as_deref(),
+        );
     }
     let ia = lo.value.int_text();
     let lo_frac: FracBound = Some((&lo.value.frac, lo.exclusive));
@@ -408,16 +466,32 @@ pub fn nonneg(lo: &Bound, hi: Option<&Bound>, frac_max: Option<u32>) -> Option<E
                 let f = fraction(lo_frac, hi_frac, frac_max)?;
                 return Some(seq(vec![lit(std::str::from_utf8(&ia).unwrap_or("0")), f]));
             }
-            if lo.value.int.len() > h.value.int.len() || (lo.value.int.len() == h.value.int.len() && ia > ib) {
+            if lo.value.int.len() > h.value.int.len()
+                || (lo.value.int.len() == h.value.int.len() && ia > ib)
+            {
                 return None;
             }
             let any_frac = fraction(None, None, frac_max);
-            let mid_lo = Dec { neg: false, int: lo.value.int.clone(), frac: Vec::new() }.add_one();
-            let mid_hi = Dec { neg: false, int: h.value.int.clone(), frac: Vec::new() }.sub_one_mag();
-            if mid_lo <= mid_hi && !h.value.int.is_empty() {
-                if let (Some(mid), Some(f)) = (uint_range(&mid_lo.int_text(), Some(&mid_hi.int_text())), any_frac) {
-                    parts.push(seq(vec![mid, f]));
-                }
+            let mid_lo = Dec {
+                neg: false,
+                int: lo.value.int.clone(),
+                frac: Vec::new(),
+            }
+            .add_one();
+            let mid_hi = Dec {
+                neg: false,
+                int: h.value.int.clone(),
+                frac: Vec::new(),
+            }
+            .sub_one_mag();
+            if mid_lo <= mid_hi
+                && !h.value.int.is_empty()
+                && let (Some(mid), Some(f)) = (
+                    uint_range(&mid_lo.int_text(), Some(&mid_hi.int_text())),
+                    any_frac,
+                )
+            {
+                parts.push(seq(vec![mid, f]));
             }
             if let Some(f) = fraction(lo_frac, None, frac_max) {
                 parts.push(seq(vec![lit(std::str::from_utf8(&ia).unwrap_or("0")), f]));
@@ -427,8 +501,16 @@ pub fn nonneg(lo: &Bound, hi: Option<&Bound>, frac_max: Option<u32>) -> Option<E
             }
         }
         None => {
-            let above = Dec { neg: false, int: lo.value.int.clone(), frac: Vec::new() }.add_one();
-            if let (Some(i), Some(f)) = (uint_range(&above.int_text(), None), fraction(None, None, frac_max)) {
+            let above = Dec {
+                neg: false,
+                int: lo.value.int.clone(),
+                frac: Vec::new(),
+            }
+            .add_one();
+            if let (Some(i), Some(f)) = (
+                uint_range(&above.int_text(), None),
+                fraction(None, None, frac_max),
+            ) {
                 parts.push(seq(vec![i, f]));
             }
             if let Some(f) = fraction(lo_frac, None, frac_max) {
@@ -442,26 +524,38 @@ pub fn nonneg(lo: &Bound, hi: Option<&Bound>, frac_max: Option<u32>) -> Option<E
 /// Numbers in `[lo, hi]` (either side open), at most `frac_max` fraction digits, no
 /// exponent. `None` when the range is empty.
 pub fn range(lo: Option<&Bound>, hi: Option<&Bound>, frac_max: Option<u32>) -> Option<Expr> {
-    let zero_incl = Bound { value: Dec::zero(), exclusive: false };
-    let zero_excl = Bound { value: Dec::zero(), exclusive: true };
+    let zero_incl = Bound {
+        value: Dec::zero(),
+        exclusive: false,
+    };
+    let zero_excl = Bound {
+        value: Dec::zero(),
+        exclusive: true,
+    };
     let mut parts = Vec::new();
     // x ≥ 0.
     let nonneg_lo = match lo {
         Some(l) if !l.value.neg => l.clone(),
         _ => zero_incl.clone(),
     };
-    if hi.is_none_or(|h| !h.value.neg) {
-        if let Some(e) = nonneg(&nonneg_lo, hi, frac_max) {
-            parts.push(e);
-        }
+    if hi.is_none_or(|h| !h.value.neg)
+        && let Some(e) = nonneg(&nonneg_lo, hi, frac_max)
+    {
+        parts.push(e);
     }
     // x < 0, written as "-" y with y > 0.
     if lo.is_none_or(|l| l.value.neg) {
         let y_lo = match hi {
-            Some(h) if h.value.neg => Bound { value: h.value.negate(), exclusive: h.exclusive },
+            Some(h) if h.value.neg => Bound {
+                value: h.value.negate(),
+                exclusive: h.exclusive,
+            },
             _ => zero_excl,
         };
-        let y_hi = lo.map(|l| Bound { value: l.value.negate(), exclusive: l.exclusive });
+        let y_hi = lo.map(|l| Bound {
+            value: l.value.negate(),
+            exclusive: l.exclusive,
+        });
         if let Some(e) = nonneg(&y_lo, y_hi.as_ref(), frac_max) {
             parts.push(seq(vec![lit("-"), e]));
         }
@@ -471,7 +565,12 @@ pub fn range(lo: Option<&Bound>, hi: Option<&Bound>, frac_max: Option<u32>) -> O
 
 /// Any JSON number (with fraction and exponent).
 pub fn any_number() -> Expr {
-    seq(vec![opt(lit("-")), any_uint(), opt(seq(vec![lit("."), plus(digit())])), opt(exponent())])
+    seq(vec![
+        opt(lit("-")),
+        any_uint(),
+        opt(seq(vec![lit("."), plus(digit())])),
+        opt(exponent()),
+    ])
 }
 
 /// Any JSON integer (no fraction, no exponent).
@@ -480,11 +579,18 @@ pub fn any_integer() -> Expr {
 }
 
 fn any_uint() -> Expr {
-    alt(vec![lit("0"), seq(vec![class(&[('1', '9')]), star(digit())])])
+    alt(vec![
+        lit("0"),
+        seq(vec![class(&[('1', '9')]), star(digit())]),
+    ])
 }
 
 fn exponent() -> Expr {
-    seq(vec![class(&[('e', 'e'), ('E', 'E')]), opt(class(&[('+', '+'), ('-', '-')])), plus(digit())])
+    seq(vec![
+        class(&[('e', 'e'), ('E', 'E')]),
+        opt(class(&[('+', '+'), ('-', '-')])),
+        plus(digit()),
+    ])
 }
 
 /// Non-negative integer multiples of `k` (k ≥ 2), as a remainder automaton: rule `r`
@@ -504,4 +610,153 @@ pub fn multiples_automaton(k: u32) -> Vec<Vec<(u8, u8, u32)>> {
             edges
         })
         .collect()
+}
+
+/// The number (or integer, when `integer_only`) part of a conjunction: bounds and
+/// `multipleOf`.
+pub fn lower(
+    c: &mut super::lower::Compiler,
+    k: &super::constraints::Constraints,
+    integer_only: bool,
+) -> Result<Expr, super::SchemaError> {
+    let (lo, hi) = (k.lower.clone(), k.upper.clone());
+    for b in [&lo, &hi].into_iter().flatten() {
+        super::literal::check_digits(c, &b.value, "")?;
+    }
+    // Several `multipleOf`s: the first is enforced, the others are reported.
+    let step = k.multiple_of.first().cloned();
+    for (ptr, _) in k.multiple_of.iter().skip(1) {
+        c.warn(
+            ptr,
+            "multipleOf",
+            "only one multipleOf per instance is enforced",
+        );
+    }
+    let frac_max = if integer_only { Some(0) } else { None };
+    let Some((step_ptr, step)) = step else {
+        if lo.is_none() && hi.is_none() {
+            return Ok(if integer_only {
+                c.shared("integer", |_| any_integer())
+            } else {
+                c.shared("number", |_| any_number())
+            });
+        }
+        return Ok(range(lo.as_ref(), hi.as_ref(), frac_max)
+            .unwrap_or_else(|| c.empty("", "minimum is above maximum")));
+    };
+    let Some((m, e)) = step.scaled() else {
+        c.warn(&step_ptr, "multipleOf", "too many digits; not enforced");
+        return Ok(range(lo.as_ref(), hi.as_ref(), frac_max).unwrap_or_else(super::lower::fail));
+    };
+    if e > 0 && m == 1 {
+        // A decimal step 10^-e: at most e fraction digits (integers need nothing).
+        let frac_max = if integer_only { Some(0) } else { Some(e) };
+        return Ok(range(lo.as_ref(), hi.as_ref(), frac_max)
+            .unwrap_or_else(|| c.empty(&step_ptr, "no multiple in range")));
+    }
+    if e == 0 && m == 1 {
+        // Every integer is a multiple of 1.
+        return Ok(range(lo.as_ref(), hi.as_ref(), Some(0))
+            .unwrap_or_else(|| c.empty(&step_ptr, "no integer in range")));
+    }
+    // Bounded: enumerate the multiples when there are few.
+    if let (Some(l), Some(h)) = (&lo, &hi)
+        && let Some(values) = enumerate_multiples(l, h, m, e, c.opts.limits.max_enumerated)
+    {
+        if values.is_empty() {
+            return Ok(c.empty(&step_ptr, "no multiple in range"));
+        }
+        return Ok(alt(values.iter().map(|v| lit(v)).collect()));
+    }
+    // Unbounded (or bounded only at zero) integer steps: a remainder automaton.
+    let at_zero = |b: &Option<Bound>| b.as_ref().is_none_or(|b| b.value.is_zero());
+    if e == 0 && hi.is_none() && at_zero(&lo) && m <= i128::from(c.opts.limits.max_enumerated) {
+        let k = m as u32;
+        let auto = multiples_automaton(k);
+        let ids: Vec<_> = (0..k)
+            .map(|r| c.rules.reserve(&format!("multiple-of-{k}-r{r}")))
+            .collect();
+        for (r, edges) in auto.iter().enumerate() {
+            let mut alts: Vec<Expr> = edges
+                .iter()
+                .map(|&(a, b, to)| {
+                    seq(vec![
+                        digit_range(a + b'0', b + b'0'),
+                        Expr::Rule(ids[to as usize]),
+                    ])
+                })
+                .collect();
+            if r == 0 {
+                alts.insert(0, Expr::Empty);
+            }
+            c.rules.define(ids[r], alt(alts));
+        }
+        // A positive multiple: a non-zero first digit d, then the digits bringing d mod k to 0.
+        let positive = alt((1..=9u32)
+            .map(|d| {
+                seq(vec![
+                    digit_range(d as u8 + b'0', d as u8 + b'0'),
+                    Expr::Rule(ids[(d % k) as usize]),
+                ])
+            })
+            .collect());
+        let positive = c.rules.add(&format!("positive-multiple-of-{k}"), positive);
+        let mut alts = Vec::new();
+        let zero_ok = lo.as_ref().is_none_or(|b| !b.exclusive);
+        if zero_ok {
+            alts.push(lit("0"));
+        }
+        alts.push(Expr::Rule(positive));
+        if lo.is_none() {
+            alts.push(seq(vec![lit("-"), Expr::Rule(positive)]));
+        }
+        return Ok(alt(alts));
+    }
+    c.warn(
+        &step_ptr,
+        "multipleOf",
+        "not enforced with these bounds (too many values to enumerate)",
+    );
+    Ok(range(lo.as_ref(), hi.as_ref(), frac_max).unwrap_or_else(super::lower::fail))
+}
+
+/// The multiples of `m · 10^-e` within the bounds, as decimal text, if at most `max`.
+fn enumerate_multiples(lo: &Bound, hi: &Bound, m: i128, e: u32, max: u32) -> Option<Vec<String>> {
+    let scale = |d: &Dec| -> Option<i128> {
+        // d · 10^e must be exact to compare with integer multiples; round outward.
+        let (dm, de) = d.scaled()?;
+        if de > e {
+            return None;
+        }
+        dm.checked_mul(10i128.checked_pow(e - de)?)
+    };
+    let (a, b) = (scale(&lo.value)?, scale(&hi.value)?);
+    let first = a.div_euclid(m) + i128::from(a.rem_euclid(m) != 0 || lo.exclusive);
+    let last = b.div_euclid(m) - i128::from(b.rem_euclid(m) == 0 && hi.exclusive);
+    if last < first {
+        return Some(Vec::new());
+    }
+    if last - first >= i128::from(max) {
+        return None;
+    }
+    Some((first..=last).map(|q| format_scaled(q * m, e)).collect())
+}
+
+fn format_scaled(v: i128, e: u32) -> String {
+    let neg = v < 0;
+    let digits = v.unsigned_abs().to_string();
+    let e = e as usize;
+    let body = if e == 0 {
+        digits
+    } else {
+        let padded = format!("{digits:0>width$}", width = e + 1);
+        let (i, f) = padded.split_at(padded.len() - e);
+        let f = f.trim_end_matches('0');
+        if f.is_empty() {
+            i.to_string()
+        } else {
+            format!("{i}.{f}")
+        }
+    };
+    if neg { format!("-{body}") } else { body }
 }

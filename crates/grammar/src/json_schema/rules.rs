@@ -19,7 +19,10 @@ impl RuleSet {
     pub fn reserve(&mut self, hint: &str) -> RuleId {
         let name = self.unique_name(hint);
         self.names.insert(name.clone());
-        self.rules.push(Rule { name, expr: Expr::Empty });
+        self.rules.push(Rule {
+            name,
+            expr: Expr::Empty,
+        });
         RuleId(self.rules.len() as u32 - 1)
     }
 
@@ -39,7 +42,10 @@ impl RuleSet {
     }
 
     pub fn into_grammar(self, root: RuleId) -> Grammar {
-        Grammar { rules: self.rules, root: Some(root) }
+        Grammar {
+            rules: self.rules,
+            root: Some(root),
+        }
     }
 
     fn unique_name(&self, hint: &str) -> String {
@@ -84,7 +90,10 @@ pub fn rule(id: RuleId) -> Expr {
 
 pub fn class(ranges: &[(char, char)]) -> Expr {
     Expr::Class {
-        ranges: ranges.iter().map(|&(lo, hi)| CharRange { lo, hi }).collect(),
+        ranges: ranges
+            .iter()
+            .map(|&(lo, hi)| CharRange { lo, hi })
+            .collect(),
         negated: false,
     }
 }
@@ -156,7 +165,11 @@ pub fn repeat(e: Expr, min: u32, max: Option<u32>) -> Expr {
         (_, Some(0)) => Expr::Empty,
         (1, Some(1)) => e,
         _ if e == Expr::Empty => Expr::Empty,
-        _ => Expr::Repeat { expr: Box::new(e), min, max },
+        _ => Expr::Repeat {
+            expr: Box::new(e),
+            min,
+            max,
+        },
     }
 }
 

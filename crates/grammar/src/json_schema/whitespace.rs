@@ -42,7 +42,10 @@ impl Whitespace {
             (Whitespace::Flexible, _) => alt(vec![
                 Expr::Empty,
                 lit(" "),
-                seq(vec![repeat(lit("\n"), 1, Some(2)), repeat(class(&[(' ', ' '), ('\t', '\t')]), 0, Some(20))]),
+                seq(vec![
+                    repeat(lit("\n"), 1, Some(2)),
+                    repeat(class(&[(' ', ' '), ('\t', '\t')]), 0, Some(20)),
+                ]),
             ]),
             (Whitespace::Indented { max_indent }, Slot::Break) => {
                 seq(vec![lit("\n"), repeat(lit(" "), 0, Some(*max_indent))])

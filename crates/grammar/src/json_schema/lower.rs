@@ -1,0 +1,525 @@
+//! The compiler: conjunctions to rules, `anyOf`/`oneOf` to alternatives, types to the
+//! per-type lowerings.
+
+use std::collections::HashMap;
+
+use serde_json::Value;
+
+use super::constraints::{Constraints, TypeSet, json_eq};
+use super::flatten::{Conj, ConjKey, Resolver};
+use super::rules::{RuleSet, alt, lit, rule, seq};
+use super::whitespace::Slot;
+use super::{Compiled, Options, SchemaError, literal, number, prune};
+use crate::ir::{Expr, RuleId};
+use crate::report::{Report, Status};
+
+/// The expression that matches nothing (an empty character class); [`prune`] removes it.
+pub fn fail() -> Expr {
+    Expr::Class {
+        ranges: Vec::new(),
+        negated: false,
+    }
+}
+
+pub struct Compiler<'a> {
+    pub res: Resolver<'a>,
+    pub opts: &'a Options,
+    pub rules: RuleSet,
+    memo: HashMap<ConjKey, RuleId>,
+    shared: HashMap<&'static str, RuleId>,
+    pub report: Report,
+    /// The first place found to accept nothing, for the error when the root does.
+    pub empty_at: Option<(String, String)>,
+}
+
+impl<'a> Compiler<'a> {
+    pub fn new(root: &'a Value, opts: &'a Options) -> Result<Self, SchemaError> {
+        if !matches!(root, Value::Object(_) | Value::Bool(_)) {
+            return Err(SchemaError::NotASchema {
+                pointer: String::new(),
+                message: "a schema is an object or a boolean".into(),
+            });
+        }
+        Ok(Self {
+            res: Resolver::new(root),
+            opts,
+            rules: RuleSet::default(),
+            memo: HashMap::new(),
+            shared: HashMap::new(),
+            report: Report::default(),
+            empty_at: None,
+        })
+    }
+
+    pub fn run(mut self) -> Result<Compiled, SchemaError> {
+        let mut conj = Conj::default();
+        self.res.flatten("", &mut conj)?;
+        let root = match self.lower(conj)? {
+            Expr::Rule(id) => id,
+            other => self.rules.add("root", other),
+        };
+        if self.opts.strict
+            && let Some(w) = self.report.warnings().next()
+        {
+            let reason = match w.status {
+                Status::Warning(r) => r,
+                _ => String::new(),
+            };
+            return Err(SchemaError::Refused {
+                pointer: w.pointer,
+                keyword: w.keyword,
+                reason,
+            });
+        }
+        let grammar = self.rules.into_grammar(root);
+        let grammar = prune::prune(grammar).ok_or_else(|| {
+            let (pointer, reason) = self.empty_at.clone().unwrap_or_else(|| {
+                (
+                    String::new(),
+                    "every path recurses without a base case".into(),
+                )
+            });
+            SchemaError::Unsatisfiable { pointer, reason }
+        })?;
+        Ok(Compiled {
+            grammar,
+            report: self.report,
+        })
+    }
+
+    /// Notes that the schema at `ptr` accepts nothing, and returns [`fail`].
+    pub fn empty(&mut self, ptr: &str, reason: &str) -> Expr {
+        self.empty_at
+            .get_or_insert_with(|| (ptr.to_owned(), reason.to_owned()));
+        fail()
+    }
+
+    pub fn warn(&mut self, ptr: &str, keyword: &str, reason: impl Into<String>) {
+        self.report
+            .record(ptr, keyword, Status::Warning(reason.into()));
+    }
+
+    pub fn narrow(&mut self, ptr: &str, keyword: &str, reason: impl Into<String>) {
+        self.report
+            .record(ptr, keyword, Status::Narrowed(reason.into()));
+    }
+
+    /// The rule for the schema at `ptr` alone.
+    pub fn lower_ptr(&mut self, ptr: &str) -> Result<Expr, SchemaError> {
+        let mut conj = Conj::default();
+        self.res.flatten(ptr, &mut conj)?;
+        self.lower(conj)
+    }
+
+    /// The rule for a conjunction: one per distinct conjunction, so recursion through
+    /// `$ref` closes on itself.
+    pub fn lower(&mut self, conj: Conj) -> Result<Expr, SchemaError> {
+        if let Some(ptr) = &conj.never {
+            let ptr = ptr.clone();
+            return Ok(self.empty(&ptr, "the schema is false"));
+        }
+        let key = conj.key();
+        if let Some(&id) = self.memo.get(&key) {
+            return Ok(rule(id));
+        }
+        let max = self.opts.limits.max_rules;
+        if self.rules.len() >= max {
+            return Err(SchemaError::LimitExceeded {
+                pointer: conj.name_hint(),
+                what: "the number of grammar rules",
+                value: self.rules.len() as u64 + 1,
+                max: max as u64,
+            });
+        }
+        let hint = conj.name_hint();
+        let id = self
+            .rules
+            .reserve(if hint.is_empty() { "root" } else { &hint });
+        self.memo.insert(key, id);
+        let body = self.lower_body(conj)?;
+        self.rules.define(id, body);
+        Ok(rule(id))
+    }
+
+    fn lower_body(&mut self, mut conj: Conj) -> Result<Expr, SchemaError> {
+        if let Some(group) = conj.groups.pop_first() {
+            let n = match self.res.get(&group) {
+                Some(Value::Array(a)) => a.len(),
+                _ => 0,
+            };
+            if group.ends_with("/oneOf") {
+                self.check_one_of(&group, n);
+            }
+            let mut branches = Vec::with_capacity(n);
+            for i in 0..n {
+                let mut c = conj.clone();
+                self.res.flatten(&format!("{group}/{i}"), &mut c)?;
+                branches.push(self.lower(c)?);
+            }
+            return Ok(alt(branches));
+        }
+        let cons = Constraints::gather(&self.res, &conj, &mut self.report)?;
+        self.lower_constraints(&conj, cons)
+    }
+
+    /// `oneOf` is `anyOf` when no instance can match two branches; that is proven here by
+    /// disjoint types or distinct `const`/`enum` values (directly or on a required
+    /// property). Otherwise the exclusivity is not enforced and says so.
+    fn check_one_of(&mut self, group: &str, n: usize) {
+        let sigs: Vec<Option<Signature>> = (0..n)
+            .map(|i| self.signature(&format!("{group}/{i}")))
+            .collect();
+        let disjoint = sigs.iter().enumerate().all(|(i, a)| {
+            sigs[i + 1..].iter().all(|b| match (a, b) {
+                (Some(a), Some(b)) => a.disjoint(b),
+                _ => false,
+            })
+        });
+        let ptr = group.trim_end_matches("/oneOf");
+        if !disjoint {
+            self.warn(
+                ptr,
+                "oneOf",
+                "branches not proven disjoint: enforced as anyOf",
+            );
+        }
+    }
+
+    fn signature(&self, ptr: &str) -> Option<Signature> {
+        let mut conj = Conj::default();
+        self.res.flatten(ptr, &mut conj).ok()?;
+        let mut sig = Signature {
+            types: TypeSet::ALL.0,
+            values: None,
+            tags: Vec::new(),
+        };
+        for p in &conj.own {
+            let Some(Value::Object(map)) = self.res.get(p) else {
+                continue;
+            };
+            if let Some(t) = map.get("type") {
+                let mut bits = 0;
+                for name in t
+                    .as_array()
+                    .map(|a| a.iter().collect())
+                    .unwrap_or_else(|| vec![t])
+                {
+                    bits |= match name.as_str()? {
+                        "null" => TypeSet::NULL,
+                        "boolean" => TypeSet::BOOLEAN,
+                        "object" => TypeSet::OBJECT,
+                        "array" => TypeSet::ARRAY,
+                        "string" => TypeSet::STRING,
+                        "integer" => TypeSet::INTEGER,
+                        "number" => TypeSet::INTEGER | TypeSet::FRACTION,
+                        _ => return None,
+                    };
+                }
+                sig.types &= bits;
+            }
+            if let Some(v) = map.get("const") {
+                sig.values = Some(vec![v.clone()]);
+            } else if let Some(Value::Array(vs)) = map.get("enum") {
+                sig.values = Some(vs.clone());
+            }
+            // Required properties with a `const`/`enum`: discriminator tags.
+            let required: Vec<&str> = map
+                .get("required")
+                .and_then(Value::as_array)
+                .map(|a| a.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default();
+            if let Some(Value::Object(props)) = map.get("properties") {
+                for name in required {
+                    let Some(Value::Object(p)) = props.get(name) else {
+                        continue;
+                    };
+                    let vals = match (p.get("const"), p.get("enum")) {
+                        (Some(c), _) => vec![c.clone()],
+                        (None, Some(Value::Array(vs))) => vs.clone(),
+                        _ => continue,
+                    };
+                    sig.tags.push((name.to_owned(), vals));
+                }
+            }
+        }
+        if !conj.groups.is_empty()
+            && sig.values.is_none()
+            && sig.tags.is_empty()
+            && sig.types == TypeSet::ALL.0
+        {
+            return None;
+        }
+        Some(sig)
+    }
+
+    /// A conjunction restricted to strings (object keys under `propertyNames`).
+    pub fn lower_as_string(&mut self, conj: Conj) -> Result<Expr, SchemaError> {
+        if conj.never.is_some() {
+            return Ok(fail());
+        }
+        if !conj.groups.is_empty() {
+            let ptr = conj.name_hint();
+            self.warn(
+                &ptr,
+                "anyOf",
+                "branches of a propertyNames schema are not enforced on keys",
+            );
+            return Ok(self.any_string());
+        }
+        let mut c = Constraints::gather(&self.res, &conj, &mut self.report)?;
+        c.types = TypeSet(c.types.0 & TypeSet::STRING);
+        self.lower_constraints(&conj, c)
+    }
+
+    fn lower_constraints(
+        &mut self,
+        conj: &Conj,
+        mut c: Constraints<'a>,
+    ) -> Result<Expr, SchemaError> {
+        let here = conj.name_hint();
+        for n in c.nots.clone() {
+            self.apply_not(&n, &mut c)?;
+        }
+        if let Some((values, ptr)) = c.enums.take() {
+            let kept: Vec<&Value> = values
+                .into_iter()
+                .filter(|v| self.value_fits(v, &c))
+                .collect();
+            if kept.is_empty() {
+                return Ok(self.empty(&ptr, "no enum/const value satisfies the other keywords"));
+            }
+            let mut alts = Vec::with_capacity(kept.len());
+            for v in kept {
+                alts.push(literal::value(self, v, &ptr)?);
+            }
+            return Ok(alt(alts));
+        }
+        let t = c.types;
+        let mut alts = Vec::new();
+        if t.has(TypeSet::NULL) {
+            alts.push(lit("null"));
+        }
+        if t.has(TypeSet::BOOLEAN) {
+            alts.push(alt(vec![lit("true"), lit("false")]));
+        }
+        if t.has(TypeSet::STRING) {
+            alts.push(super::string::lower(self, &c)?);
+        }
+        if t.has(TypeSet::INTEGER | TypeSet::FRACTION) {
+            alts.push(number::lower(self, &c, !t.has(TypeSet::FRACTION))?);
+        }
+        if t.has(TypeSet::OBJECT) {
+            alts.push(super::object::lower(self, &here, &c)?);
+        }
+        if t.has(TypeSet::ARRAY) {
+            alts.push(super::array::lower(self, &here, &c)?);
+        }
+        if alts.is_empty() {
+            return Ok(self.empty(&here, "no type is allowed"));
+        }
+        Ok(alt(alts))
+    }
+
+    /// `not` in the forms a grammar can express: types, `const`/`enum` beside an enum,
+    /// `required` of one property, `true`/`false`. Other forms warn.
+    fn apply_not(&mut self, ptr: &str, c: &mut Constraints<'a>) -> Result<(), SchemaError> {
+        let parent = ptr.trim_end_matches("/not");
+        let Some(v) = self.res.get(ptr) else {
+            return Ok(());
+        };
+        let map = match v {
+            Value::Bool(true) => {
+                c.types = TypeSet(0);
+                return Ok(());
+            }
+            Value::Bool(false) => return Ok(()),
+            Value::Object(m) => m,
+            _ => return Ok(()),
+        };
+        let keys: Vec<&str> = map
+            .keys()
+            .map(String::as_str)
+            .filter(|k| !matches!(super::keywords::kind(k), super::keywords::Kind::Annotation))
+            .collect();
+        match keys.as_slice() {
+            [] => c.types = TypeSet(0),
+            ["type"] => {
+                let mut sub = Conj::default();
+                self.res.flatten(ptr, &mut sub)?;
+                let inner = Constraints::gather(&self.res, &sub, &mut self.report)?;
+                c.types = TypeSet(c.types.0 & !inner.types.0);
+            }
+            ["enum"] | ["const"] if c.enums.is_some() => {
+                let excluded: Vec<&Value> = match (keys[0], map.get(keys[0])) {
+                    ("const", Some(v)) => vec![v],
+                    (_, Some(Value::Array(vs))) => vs.iter().collect(),
+                    _ => Vec::new(),
+                };
+                if let Some((vals, _)) = &mut c.enums {
+                    vals.retain(|v| !excluded.iter().any(|x| json_eq(v, x)));
+                }
+                self.report.record(ptr, keys[0], Status::Enforced);
+            }
+            _ => self.warn(
+                parent,
+                "not",
+                "only `not` of type, of enum/const beside an enum, or of true/false is enforced",
+            ),
+        }
+        Ok(())
+    }
+
+    /// Whether an enum value satisfies the other keywords of its conjunction, as far as the
+    /// simple ones go (type, length, bounds, nested object/array shape is not checked).
+    fn value_fits(&self, v: &Value, c: &Constraints) -> bool {
+        let ty = TypeSet::of(v);
+        if !c.types.has(ty) {
+            return false;
+        }
+        match v {
+            Value::String(s) => {
+                let n = s.chars().count() as u64;
+                n >= c.min_len.0 && c.max_len.as_ref().is_none_or(|(m, _)| n <= *m)
+            }
+            Value::Number(n) => {
+                let Some(d) = number::Dec::from_number(n) else {
+                    return false;
+                };
+                c.lower.as_ref().is_none_or(|b| {
+                    if b.exclusive {
+                        d > b.value
+                    } else {
+                        d >= b.value
+                    }
+                }) && c.upper.as_ref().is_none_or(|b| {
+                    if b.exclusive {
+                        d < b.value
+                    } else {
+                        d <= b.value
+                    }
+                })
+            }
+            _ => true,
+        }
+    }
+
+    /// A shared rule (`string`, `value`, whitespace…), defined on first use.
+    pub fn shared(&mut self, name: &'static str, build: impl FnOnce(&mut Self) -> Expr) -> Expr {
+        if let Some(&id) = self.shared.get(name) {
+            return rule(id);
+        }
+        let id = self.rules.reserve(name);
+        self.shared.insert(name, id);
+        let body = build(self);
+        self.rules.define(id, body);
+        rule(id)
+    }
+
+    /// Whitespace for a slot, as a shared rule (or nothing when the policy allows none).
+    pub fn ws(&mut self, slot: Slot) -> Expr {
+        let ws = self.opts.whitespace;
+        let e = ws.slot(slot);
+        if e == Expr::Empty || matches!(e, Expr::Literal(_)) {
+            return e;
+        }
+        self.shared(ws.slot_name(slot), |_| e)
+    }
+
+    /// `tight "," break`: between two elements.
+    pub fn comma(&mut self) -> Expr {
+        let t = self.ws(Slot::Tight);
+        let b = self.ws(Slot::Break);
+        seq(vec![t, lit(","), b])
+    }
+
+    /// Any JSON value.
+    pub fn any_value(&mut self) -> Expr {
+        if let Some(&id) = self.shared.get("value") {
+            return rule(id);
+        }
+        let id = self.rules.reserve("value");
+        self.shared.insert("value", id);
+        let string = self.any_string();
+        let number = self.shared("number", |_| number::any_number());
+        let v = rule(id);
+        let (t, b, col) = (
+            self.ws(Slot::Tight),
+            self.ws(Slot::Break),
+            self.ws(Slot::Colon),
+        );
+        let comma = self.comma();
+        let kv = seq(vec![string.clone(), t.clone(), lit(":"), col, v.clone()]);
+        let object = seq(vec![
+            lit("{"),
+            alt(vec![
+                seq(vec![t.clone(), lit("}")]),
+                seq(vec![
+                    b.clone(),
+                    kv.clone(),
+                    super::rules::star(seq(vec![comma.clone(), kv])),
+                    b.clone(),
+                    lit("}"),
+                ]),
+            ]),
+        ]);
+        let array = seq(vec![
+            lit("["),
+            alt(vec![
+                seq(vec![t, lit("]")]),
+                seq(vec![
+                    b.clone(),
+                    v.clone(),
+                    super::rules::star(seq(vec![comma, v])),
+                    b,
+                    lit("]"),
+                ]),
+            ]),
+        ]);
+        let object = self.shared("object", |_| object);
+        let array = self.shared("array", |_| array);
+        let body = alt(vec![
+            object,
+            array,
+            string,
+            number,
+            lit("true"),
+            lit("false"),
+            lit("null"),
+        ]);
+        self.rules.define(id, body);
+        rule(id)
+    }
+
+    /// Any JSON string.
+    pub fn any_string(&mut self) -> Expr {
+        let ch = self.shared("char", |_| crate::regex::json_char());
+        self.shared("string", |_| {
+            seq(vec![lit("\""), super::rules::star(ch), lit("\"")])
+        })
+    }
+}
+
+/// What a `oneOf` branch is known to require, for proving branches disjoint.
+struct Signature {
+    types: u8,
+    values: Option<Vec<Value>>,
+    tags: Vec<(String, Vec<Value>)>,
+}
+
+impl Signature {
+    fn disjoint(&self, other: &Signature) -> bool {
+        if self.types & other.types == 0 {
+            return true;
+        }
+        let distinct =
+            |a: &[Value], b: &[Value]| !a.iter().any(|x| b.iter().any(|y| json_eq(x, y)));
+        if let (Some(a), Some(b)) = (&self.values, &other.values)
+            && distinct(a, b)
+        {
+            return true;
+        }
+        self.tags
+            .iter()
+            .any(|(name, a)| other.tags.iter().any(|(n, b)| n == name && distinct(a, b)))
+    }
+}

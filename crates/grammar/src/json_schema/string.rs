@@ -1,0 +1,110 @@
+//! Strings: length in characters, `pattern` and `format`.
+//!
+//! A JSON string character is an unescaped character or an escape sequence; `minLength`
+//! and `maxLength` count them, which is the specification's count of code points except
+//! for a surrogate pair written as two `\u` escapes (counted as two; such strings are then
+//! narrowed away, never wrongly accepted beyond the bound of raw characters).
+//!
+//! A grammar cannot intersect a pattern with a length bound or with a format directly, so
+//! when both are present the pattern (or format) is enforced and the length is reported
+//! as a warning.
+
+use super::constraints::Constraints;
+use super::lower::Compiler;
+use super::rules::{lit, repeat, seq};
+use super::{SchemaError, format};
+use crate::ir::Expr;
+use crate::regex::{self, Encoding};
+
+pub fn lower(c: &mut Compiler, k: &Constraints) -> Result<Expr, SchemaError> {
+    let max_rep = c.opts.limits.max_repetition;
+    let (min, min_ptr) = (k.min_len.0, k.min_len.1.clone());
+    let max = k.max_len.clone();
+    if let Some((m, ptr)) = &max
+        && *m < min
+    {
+        return Ok(c.empty(ptr, "maxLength is below minLength"));
+    }
+    let mut body: Option<Expr> = None;
+    for (ptr, pattern) in &k.patterns {
+        if body.is_some() {
+            c.warn(ptr, "pattern", "only one pattern per string is enforced");
+            continue;
+        }
+        let e = regex::compile(pattern, Encoding::JsonString, max_rep).map_err(|source| {
+            SchemaError::Regex {
+                pointer: ptr.clone(),
+                source,
+            }
+        })?;
+        body = Some(e);
+    }
+    for (ptr, name) in &k.formats {
+        if body.is_some() {
+            c.warn(
+                ptr,
+                "format",
+                "not enforced beside a pattern or another format",
+            );
+            continue;
+        }
+        match format::pattern(name) {
+            Some(p) => {
+                let e = regex::compile(p, Encoding::JsonString, max_rep).map_err(|source| {
+                    SchemaError::Regex {
+                        pointer: ptr.clone(),
+                        source,
+                    }
+                })?;
+                body = Some(e);
+            }
+            None => c.warn(
+                ptr,
+                "format",
+                format!("format '{name}' is not known; not enforced"),
+            ),
+        }
+    }
+    let has_length = min > 0 || max.is_some();
+    if let Some(body) = body {
+        if has_length {
+            if min > 0 {
+                c.warn(
+                    &min_ptr,
+                    "minLength",
+                    "not enforced beside a pattern or format",
+                );
+            }
+            if let Some((_, ptr)) = &max {
+                c.warn(ptr, "maxLength", "not enforced beside a pattern or format");
+            }
+        }
+        let inner = c.rules.add("string-pattern", body);
+        return Ok(seq(vec![lit("\""), Expr::Rule(inner), lit("\"")]));
+    }
+    if !has_length {
+        return Ok(c.any_string());
+    }
+    if min > u64::from(max_rep) {
+        return Err(SchemaError::LimitExceeded {
+            pointer: min_ptr,
+            what: "minLength",
+            value: min,
+            max: u64::from(max_rep),
+        });
+    }
+    let max = match max {
+        Some((m, ptr)) if m > u64::from(max_rep) => {
+            c.warn(
+                &ptr,
+                "maxLength",
+                format!("above the repetition limit {max_rep}; not enforced"),
+            );
+            None
+        }
+        Some((m, _)) => Some(m as u32),
+        None => None,
+    };
+    let ch = c.shared("char", |_| regex::json_char());
+    Ok(seq(vec![lit("\""), repeat(ch, min as u32, max), lit("\"")]))
+}
