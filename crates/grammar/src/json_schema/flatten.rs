@@ -40,21 +40,43 @@ impl Conj {
     }
 }
 
-/// Finds `$ref` targets: JSON pointers, `$anchor`s and `$id`s inside the document.
+/// Finds `$ref` targets: JSON pointers, `$anchor`s and `$id`s inside the document,
+/// resolving references against the base URI of the schema they appear in.
 pub struct Resolver<'a> {
     pub root: &'a Value,
+    /// Absolute URIs (with `#anchor` for anchors) of identified schemas.
     ids: HashMap<String, String>,
+    /// The base URI each `$id` sets, by pointer of its schema.
+    bases: HashMap<String, String>,
 }
 
 impl<'a> Resolver<'a> {
     pub fn new(root: &'a Value) -> Self {
-        let mut ids = HashMap::new();
-        collect_ids(root, String::new(), &mut ids, 0);
-        Self { root, ids }
+        let mut r = Self {
+            root,
+            ids: HashMap::new(),
+            bases: HashMap::new(),
+        };
+        collect_ids(root, String::new(), String::new(), &mut r, 0);
+        r
     }
 
     pub fn get(&self, pointer: &str) -> Option<&'a Value> {
         self.root.pointer(pointer)
+    }
+
+    /// The base URI in force at `pointer`: the nearest enclosing `$id`.
+    fn base_of(&self, pointer: &str) -> &str {
+        let mut p = pointer;
+        loop {
+            if let Some(b) = self.bases.get(p) {
+                return b;
+            }
+            match p.rfind('/') {
+                Some(i) => p = &p[..i],
+                None => return "",
+            }
+        }
     }
 
     /// The pointer a `$ref` found at `at` points to.
@@ -63,20 +85,27 @@ impl<'a> Resolver<'a> {
             pointer: at.to_owned(),
             target: reference.to_owned(),
         };
-        let (base, fragment) = match reference.split_once('#') {
-            Some((b, f)) => (b, f),
-            None => (reference, ""),
-        };
-        let base_ptr = if base.is_empty() {
-            String::new()
+        let uri = join(self.base_of(at), reference);
+        let (doc, fragment) = uri.split_once('#').unwrap_or((&uri, ""));
+        let doc_ptr = if doc.is_empty() || doc == self.base_of("") {
+            Some(String::new())
         } else {
-            self.ids.get(base).cloned().ok_or_else(not_found)?
+            self.ids.get(doc).cloned()
         };
+        // Fall back to matching the last path segment of an `$id` (`item.json`), which
+        // schemas written without base URIs in mind rely on.
+        let doc_ptr = doc_ptr
+            .or_else(|| {
+                doc.rsplit('/')
+                    .next()
+                    .and_then(|last| self.ids.get(&format!("~last:{last}")).cloned())
+            })
+            .ok_or_else(not_found)?;
         let target = if fragment.is_empty() || fragment.starts_with('/') {
-            format!("{base_ptr}{}", percent_decode(fragment))
+            format!("{doc_ptr}{}", percent_decode(fragment))
         } else {
             self.ids
-                .get(&format!("#{fragment}"))
+                .get(&format!("{doc}#{fragment}"))
                 .cloned()
                 .ok_or_else(not_found)?
         };
@@ -172,8 +201,9 @@ pub fn escape(name: &str) -> String {
     name.replace('~', "~0").replace('/', "~1")
 }
 
-/// Records `$id`/`id` (the whole URI and its last path segment) and `$anchor`s.
-fn collect_ids(v: &Value, ptr: String, ids: &mut HashMap<String, String>, depth: usize) {
+/// Records `$id`s (by absolute URI, and by last path segment as a fallback) and anchors
+/// (`$anchor`, draft-6 `"$id": "#name"`) under the base URI in force.
+fn collect_ids(v: &Value, ptr: String, base: String, r: &mut Resolver, depth: usize) {
     // Deep documents are walked only so far; refs into deeper ids then fail with a clear
     // error instead of overflowing the stack.
     if depth > 256 {
@@ -181,39 +211,96 @@ fn collect_ids(v: &Value, ptr: String, ids: &mut HashMap<String, String>, depth:
     }
     match v {
         Value::Object(map) => {
+            let mut base = base;
             for key in ["$id", "id"] {
-                if let Some(Value::String(id)) = map.get(key) {
-                    let id = id.trim_end_matches('#');
-                    if let Some((base, frag)) = id.split_once('#') {
-                        // Draft-6 style `"$id": "#foo"` anchors.
-                        if base.is_empty() {
-                            ids.entry(format!("#{frag}")).or_insert_with(|| ptr.clone());
+                let Some(Value::String(id)) = map.get(key) else {
+                    continue;
+                };
+                match id.split_once('#') {
+                    Some(("", name)) if !name.is_empty() => {
+                        r.ids
+                            .entry(format!("{base}#{name}"))
+                            .or_insert_with(|| ptr.clone());
+                    }
+                    _ => {
+                        let doc = id.split('#').next().unwrap_or_default();
+                        base = join(&base, doc);
+                        r.ids.entry(base.clone()).or_insert_with(|| ptr.clone());
+                        if let Some(last) = base.rsplit('/').next() {
+                            r.ids
+                                .entry(format!("~last:{last}"))
+                                .or_insert_with(|| ptr.clone());
                         }
-                    } else {
-                        ids.entry(id.to_owned()).or_insert_with(|| ptr.clone());
-                        if let Some(last) = id.rsplit('/').next() {
-                            ids.entry(last.to_owned()).or_insert_with(|| ptr.clone());
-                        }
+                        r.bases.insert(ptr.clone(), base.clone());
                     }
                 }
+                break;
             }
             if let Some(Value::String(a)) = map.get("$anchor") {
-                ids.entry(format!("#{a}")).or_insert_with(|| ptr.clone());
+                r.ids
+                    .entry(format!("{base}#{a}"))
+                    .or_insert_with(|| ptr.clone());
             }
             for (k, child) in map {
                 // Values of `enum`/`const`/`examples` are data, not schemas.
                 if matches!(k.as_str(), "enum" | "const" | "examples" | "default") {
                     continue;
                 }
-                collect_ids(child, format!("{ptr}/{}", escape(k)), ids, depth + 1);
+                collect_ids(
+                    child,
+                    format!("{ptr}/{}", escape(k)),
+                    base.clone(),
+                    r,
+                    depth + 1,
+                );
             }
         }
         Value::Array(items) => {
             for (i, child) in items.iter().enumerate() {
-                collect_ids(child, format!("{ptr}/{i}"), ids, depth + 1);
+                collect_ids(child, format!("{ptr}/{i}"), base.clone(), r, depth + 1);
             }
         }
         _ => {}
+    }
+}
+
+/// Resolves a URI reference against a base (RFC 3986 section 5, without dot segments).
+fn join(base: &str, reference: &str) -> String {
+    let has_scheme = |s: &str| {
+        s.split_once(':').is_some_and(|(scheme, _)| {
+            !scheme.is_empty()
+                && scheme.starts_with(|c: char| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+.-".contains(c))
+        })
+    };
+    if base.is_empty() || has_scheme(reference) {
+        return reference.to_owned();
+    }
+    let base_doc = base.split('#').next().unwrap_or_default();
+    if reference.is_empty() {
+        return base_doc.to_owned();
+    }
+    if reference.starts_with('#') {
+        return format!("{base_doc}{reference}");
+    }
+    let scheme_end = base_doc.find(':').map_or(0, |i| i + 1);
+    if reference.starts_with("//") {
+        return format!("{}{reference}", &base_doc[..scheme_end]);
+    }
+    if reference.starts_with('/') {
+        let after = &base_doc[scheme_end..];
+        let authority_end = if let Some(rest) = after.strip_prefix("//") {
+            scheme_end + 2 + rest.find('/').unwrap_or(rest.len())
+        } else {
+            scheme_end
+        };
+        return format!("{}{reference}", &base_doc[..authority_end]);
+    }
+    match base_doc.rfind('/') {
+        Some(i) if i >= scheme_end => format!("{}{reference}", &base_doc[..=i]),
+        _ => format!("{}{reference}", &base_doc[..scheme_end]),
     }
 }
 

@@ -620,6 +620,23 @@ pub fn lower(
     integer_only: bool,
 ) -> Result<Expr, super::SchemaError> {
     let (lo, hi) = (k.lower.clone(), k.upper.clone());
+    if !k.types.has(super::constraints::TypeSet::INTEGER) {
+        // Only non-integers (`not: {type: integer}`): a fraction with a non-zero digit.
+        let nonzero_frac = seq(vec![
+            lit("."),
+            star(digit()),
+            class(&[('1', '9')]),
+            star(digit()),
+        ]);
+        if lo.is_some() || hi.is_some() || !k.multiple_of.is_empty() {
+            c.warn(
+                "",
+                "type",
+                "bounds on non-integer numbers only are not enforced",
+            );
+        }
+        return Ok(seq(vec![opt(lit("-")), any_uint(), nonzero_frac]));
+    }
     for b in [&lo, &hi].into_iter().flatten() {
         super::literal::check_digits(c, &b.value, "")?;
     }

@@ -50,7 +50,12 @@ pub fn lower(c: &mut Compiler, k: &Constraints) -> Result<Expr, SchemaError> {
         }
         match format::pattern(name) {
             Some(p) => {
-                let e = regex::compile(p, Encoding::JsonString, max_rep).map_err(|source| {
+                c.narrow(
+                    ptr,
+                    "format",
+                    format!("'{name}' asserted (the specification makes format an annotation by default)"),
+                );
+                let e = regex::compile(&p, Encoding::JsonString, max_rep).map_err(|source| {
                     SchemaError::Regex {
                         pointer: ptr.clone(),
                         source,
