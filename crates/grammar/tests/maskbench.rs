@@ -59,4 +59,34 @@ fn maskbench_conformance_does_not_regress() {
     }
     let table = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformance/maskbench.tsv");
     check_table(&table, "MaskBench sample conformance (stampo)", &rows);
+
+    // llguidance on the same files, judged the same way (fixture written by
+    // tests/fixtures/maskbench/llguidance_reference.py): stampo must pass at least as many
+    // schemas, and accept no invalid instance where it claims to enforce every keyword.
+    let reference = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/conformance/maskbench-llguidance.tsv");
+    let reference = std::fs::read_to_string(reference).unwrap();
+    let total = reference
+        .lines()
+        .find(|l| l.starts_with("TOTAL\t"))
+        .unwrap();
+    let llg: Vec<u32> = total
+        .split('\t')
+        .skip(1)
+        .map(|v| v.parse().unwrap())
+        .collect();
+    let mut ours = Row::default();
+    rows.values().for_each(|r| ours.add(r));
+    println!(
+        "passing: stampo {} / llguidance {} of {} schemas; compiled: {} / {}",
+        ours.passing, llg[3], ours.schemas, ours.compiled, llg[1]
+    );
+    assert!(
+        ours.passing >= llg[3],
+        "fewer MaskBench passes than llguidance"
+    );
+    assert_eq!(
+        ours.invalid_accepted_sound, 0,
+        "invalid instances accepted by grammars reported sound"
+    );
 }
