@@ -6,12 +6,16 @@
 
 use std::sync::Arc;
 
+use serde_json::{Value, json};
+use stampo_grammar::json_schema::{self, Options};
+use stampo_grammar::report::Status;
 use stampo_grammar::vocab::Vocabulary as GrammarVocabulary;
 use stampo_grammar::{CompiledGrammar, GrammarError, Matcher, gbnf};
 
 use crate::error::Error;
 use crate::generate::{BoxError, TokenConstraint};
 use crate::request::{Constraint, Warning};
+use crate::tool_calls::tools_schema;
 
 /// A compiled constraint, shareable between generations, with the schema compiler's
 /// keyword warnings.
@@ -21,13 +25,14 @@ pub struct CompiledConstraint {
     pub warnings: Vec<Warning>,
 }
 
-/// Compiles `constraint`; `Ok(None)` for [`Constraint::None`].
-///
-/// JSON Schema constraints (`json_schema`, `response_format`, `tools`) wait for the grammar
-/// crate's JSON Schema front end to be published; until then they are refused with
-/// [`Error::Unsupported`] — never run unconstrained.
-pub fn compile(constraint: &Constraint) -> Result<Option<CompiledConstraint>, Error> {
-    let field = match constraint {
+/// Compiles `constraint`; `Ok(None)` for [`Constraint::None`]. `strict` refuses schema
+/// keywords the grammar cannot enforce instead of warning about them.
+pub fn compile(constraint: &Constraint, strict: bool) -> Result<Option<CompiledConstraint>, Error> {
+    let options = Options {
+        strict,
+        ..Options::default()
+    };
+    let (field, schema) = match constraint {
         Constraint::None => return Ok(None),
         Constraint::Gbnf(text) => {
             let grammar = gbnf::parse(text)
@@ -41,14 +46,41 @@ pub fn compile(constraint: &Constraint) -> Result<Option<CompiledConstraint>, Er
                 warnings: Vec::new(),
             }));
         }
-        Constraint::JsonSchema(_) => "json_schema",
-        Constraint::AnyJson => "response_format",
-        Constraint::Tools(_) => "tools",
+        Constraint::JsonSchema(schema) => ("json_schema", schema.clone()),
+        // llama.cpp compiles `json_object` as the empty schema: any JSON value.
+        Constraint::AnyJson => ("response_format", json!({})),
+        Constraint::Tools(tools) => ("tools", tools_schema(tools)),
     };
-    Err(Error::Unsupported {
-        field,
-        what: "JSON Schema constraints (the grammar crate's schema compiler is not available yet)",
-    })
+    schema_constraint(field, &schema, &options)
+}
+
+fn schema_constraint(
+    field: &'static str,
+    schema: &Value,
+    options: &Options,
+) -> Result<Option<CompiledConstraint>, Error> {
+    let compiled =
+        json_schema::compile(schema, options).map_err(|source| Error::Schema { field, source })?;
+    let warnings = compiled
+        .report
+        .warnings()
+        .map(|e| {
+            let why = match e.status {
+                Status::Warning(why) => why,
+                _ => String::new(),
+            };
+            Warning::new(
+                format!("{field}#{}", e.pointer),
+                format!("keyword `{}` is not enforced: {why}", e.keyword),
+            )
+        })
+        .collect();
+    let grammar = CompiledGrammar::new(&compiled.grammar)
+        .map_err(|source| Error::Grammar { field, source })?;
+    Ok(Some(CompiledConstraint {
+        grammar: Arc::new(grammar),
+        warnings,
+    }))
 }
 
 /// The grammar crate's matcher as the loop's [`TokenConstraint`].

@@ -43,11 +43,12 @@ pub enum Error {
         source: stampo_grammar::GrammarError,
     },
 
-    /// The request asks for something this build cannot do.
-    #[error("field `{field}`: {what} is not supported")]
-    Unsupported {
+    /// The JSON Schema does not compile (or, in strict mode, has a keyword it cannot enforce).
+    #[error("field `{field}`: {source}")]
+    Schema {
         field: &'static str,
-        what: &'static str,
+        #[source]
+        source: stampo_grammar::json_schema::SchemaError,
     },
 
     /// The logits source (the model) failed.

@@ -144,7 +144,7 @@ fn gbnf(text: &str) -> GrammarConstraint {
 }
 
 fn gbnf_over(text: &str, pieces: Vec<Vec<u8>>) -> GrammarConstraint {
-    let compiled = constraint::compile(&Constraint::Gbnf(text.into()))
+    let compiled = constraint::compile(&Constraint::Gbnf(text.into()), false)
         .expect("grammar compiles")
         .expect("a grammar");
     GrammarConstraint::new(&compiled, grammar_vocab(pieces)).expect("matcher")
