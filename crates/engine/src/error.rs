@@ -51,6 +51,14 @@ pub enum Error {
         source: stampo_grammar::json_schema::SchemaError,
     },
 
+    /// The chat template (or the tokenizer) failed on the messages.
+    #[error("the prompt could not be built: {0}")]
+    Prompt(#[source] Box<dyn std::error::Error + Send + Sync>),
+
+    /// The caller stopped a streaming request before generation began.
+    #[error("cancelled")]
+    Cancelled,
+
     /// The logits source (the model) failed.
     #[error("the model failed: {0}")]
     Logits(#[source] Box<dyn std::error::Error + Send + Sync>),

@@ -18,6 +18,7 @@ pub mod generate;
 pub mod request;
 pub mod response;
 pub mod sampler;
+pub mod session;
 pub mod stop;
 pub mod timing;
 pub mod tool_calls;
@@ -31,3 +32,4 @@ pub use request::{
     Constraint, Endpoint, Message, Prompt, Request, Tool, ToolCall, ToolChoice, Warning,
 };
 pub use sampler::{Sampled, Sampler, SamplingParams, Stage};
+pub use session::{Completed, PromptEncoder, Session, Streaming};
