@@ -347,6 +347,8 @@ impl Vocab {
             add_eos = v;
         }
 
+        // When several texts of a list are in the vocabulary, llama.cpp takes the first its
+        // hash map yields; stampo takes the first in the list's order.
         let find = |list: &[&str]| {
             list.iter()
                 .find_map(|t| text_to_id.get(t.as_bytes()).copied())
