@@ -62,15 +62,81 @@ pub fn compile(pattern: &str, encoding: Encoding, max_repetition: u32) -> Result
         encoding,
         max_repetition,
     };
-    let branches: Vec<&Hir> = match hir.kind() {
-        HirKind::Alternation(bs) => bs.iter().collect(),
-        _ => vec![&hir],
-    };
-    let mut out = Vec::with_capacity(branches.len());
-    for b in branches {
-        out.push(lower.anchored(b)?);
+    // Split off the anchors at the edges (also inside groups and alternatives, as in
+    // `(^a|b)c$`): the four combinations of anchored start/end each get their padding.
+    let (start_anchored, start_free) = split(&hir, Edge::Start);
+    let mut out = Vec::new();
+    for (h, at_start) in [(start_anchored, true), (start_free, false)] {
+        let Some(h) = h else { continue };
+        let (end_anchored, end_free) = split(&h, Edge::End);
+        for (core, at_end) in [(end_anchored, true), (end_free, false)] {
+            let Some(core) = core else { continue };
+            let any = || star(lower.any_char());
+            out.push(seq(vec![
+                if at_start { Expr::Empty } else { any() },
+                lower.lower(&core)?,
+                if at_end { Expr::Empty } else { any() },
+            ]));
+        }
     }
     Ok(alt(out))
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Edge {
+    Start,
+    End,
+}
+
+/// Splits `h` into the part whose matches begin (or end) with an anchor at that edge,
+/// anchor removed, and the part without one. Anchors elsewhere stay and are refused
+/// later.
+fn split(h: &Hir, edge: Edge) -> (Option<Hir>, Option<Hir>) {
+    let is_anchor = |h: &Hir| {
+        matches!(
+            (h.kind(), edge),
+            (HirKind::Look(Look::Start | Look::StartLF), Edge::Start)
+                | (HirKind::Look(Look::End | Look::EndLF), Edge::End)
+        )
+    };
+    match h.kind() {
+        _ if is_anchor(h) => (Some(Hir::empty()), None),
+        HirKind::Capture(c) => split(&c.sub, edge),
+        HirKind::Alternation(bs) => {
+            let mut anchored = Vec::new();
+            let mut free = Vec::new();
+            for b in bs {
+                let (a, f) = split(b, edge);
+                anchored.extend(a);
+                free.extend(f);
+            }
+            let join = |v: Vec<Hir>| {
+                if v.is_empty() {
+                    None
+                } else {
+                    Some(Hir::alternation(v))
+                }
+            };
+            (join(anchored), join(free))
+        }
+        HirKind::Concat(xs) if !xs.is_empty() => {
+            let (i, rest_range) = match edge {
+                Edge::Start => (0, 1..xs.len()),
+                Edge::End => (xs.len() - 1, 0..xs.len() - 1),
+            };
+            let (a, f) = split(&xs[i], edge);
+            let rebuild = |part: Hir| {
+                let mut v: Vec<Hir> = xs[rest_range.clone()].to_vec();
+                match edge {
+                    Edge::Start => v.insert(0, part),
+                    Edge::End => v.push(part),
+                }
+                Hir::concat(v)
+            };
+            (a.map(rebuild), f.map(rebuild))
+        }
+        _ => (None, Some(h.clone())),
+    }
 }
 
 /// `regex-syntax` reports look-around and back-references as syntax errors; say what they
@@ -198,38 +264,6 @@ struct Lower {
 }
 
 impl Lower {
-    /// One top-level alternative: strips a leading `^` and trailing `$`, and pads the
-    /// unanchored sides with "any characters".
-    fn anchored(&self, hir: &Hir) -> Result<Expr, RegexError> {
-        let items: Vec<&Hir> = match hir.kind() {
-            HirKind::Concat(xs) => xs.iter().collect(),
-            _ => vec![hir],
-        };
-        let is_start = |h: &&Hir| matches!(h.kind(), HirKind::Look(Look::Start | Look::StartLF));
-        let is_end = |h: &&Hir| matches!(h.kind(), HirKind::Look(Look::End | Look::EndLF));
-        let mut lo = 0;
-        let mut hi = items.len();
-        let start = items.first().is_some_and(is_start);
-        if start {
-            lo = 1;
-        }
-        let end = hi > lo && items.get(hi - 1).is_some_and(is_end);
-        if end {
-            hi -= 1;
-        }
-        let mut parts = Vec::new();
-        if !start {
-            parts.push(star(self.any_char()));
-        }
-        for h in &items[lo..hi] {
-            parts.push(self.lower(h)?);
-        }
-        if !end {
-            parts.push(star(self.any_char()));
-        }
-        Ok(seq(parts))
-    }
-
     fn lower(&self, hir: &Hir) -> Result<Expr, RegexError> {
         Ok(match hir.kind() {
             HirKind::Empty => Expr::Empty,

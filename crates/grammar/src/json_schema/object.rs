@@ -49,7 +49,9 @@ fn matches(ptr: &str, pattern: &str, name: &str) -> Result<bool, SchemaError> {
 }
 
 pub fn lower(c: &mut Compiler, here: &str, k: &Constraints) -> Result<Expr, SchemaError> {
-    // Declared names, in order, then required names no `properties` declares.
+    // Declared names in the order the conjunction reached their schema objects (a schema,
+    // then its `$ref` target and `allOf` members, depth first), then required names no
+    // `properties` declares.
     let mut names: Vec<&str> = Vec::new();
     for part in &k.objs {
         for (n, _) in &part.props {
@@ -58,7 +60,15 @@ pub fn lower(c: &mut Compiler, here: &str, k: &Constraints) -> Result<Expr, Sche
             }
         }
     }
-    for n in &k.required {
+    // Required names, and names `dependentRequired` mentions, that no `properties`
+    // declares: they are generated in this order after the declared ones, with the schema
+    // an additional property would get.
+    // (Dependents before the property that needs them.)
+    let mentioned = k
+        .dependent
+        .iter()
+        .flat_map(|(_, a, ds)| ds.iter().chain(std::iter::once(a)));
+    for n in k.required.iter().chain(mentioned) {
         if !names.contains(n) {
             names.push(n);
         }
@@ -275,6 +285,28 @@ impl Chain {
         if need == 0 {
             alts.push(if n == 0 { close_empty } else { close.clone() });
         }
+        // Counts beyond the repetition limit are not unrolled: the bound is dropped (and
+        // reported) rather than building a huge automaton.
+        let max_rep = u64::from(c.opts.limits.max_repetition);
+        let room = match room {
+            Some(r) if r > max_rep => {
+                c.warn(
+                    &self.here,
+                    "maxProperties",
+                    format!("above the repetition limit {max_rep}; not enforced"),
+                );
+                None
+            }
+            other => other,
+        };
+        if need > max_rep {
+            c.warn(
+                &self.here,
+                "minProperties",
+                format!("above the repetition limit {max_rep}; not enforced"),
+            );
+        }
+        let need = need.min(max_rep);
         if let Some(add) = self.additional.clone()
             && room.is_none_or(|r| r > 0)
         {
