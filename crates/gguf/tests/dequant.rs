@@ -102,3 +102,15 @@ fn sizes_match_the_type_table() {
     assert_eq!(GgmlType::Q6_K.row_size(512), Some(420));
     assert_eq!(GgmlType::Q6_K.row_size(100), None);
 }
+
+/// `gguf-py` has no Q8_K dequantisation; ggml's is `d * q` with an f32 `d`.
+#[test]
+fn q8_k_by_hand() {
+    let mut block = vec![];
+    block.extend(0.25f32.to_le_bytes());
+    block.extend((0..256).map(|i| (i as i32 - 128) as i8 as u8));
+    block.extend([0u8; 32]);
+    let y = dequantize_to_vec(GgmlType::Q8_K, &block).unwrap();
+    assert_eq!(y[0], -32.0);
+    assert_eq!(y[255], 31.75);
+}
