@@ -9,6 +9,10 @@
 //!
 //! Sets hold only frames that can consume something (a state with byte or token edges), plus
 //! [`ACCEPT`] when every frame can be popped (the document may end here).
+//!
+//! A frame whose parent is [`HOLE`] stands for "this rule, in any context": popping it puts
+//! the [`HOLE`] marker in the set instead of continuing in a parent. Walks from such frames
+//! are what token masks precompute once per automaton state (see `tokens.rs`).
 
 use std::sync::Arc;
 
@@ -19,6 +23,8 @@ use crate::automaton::{CompiledGrammar, StateId};
 /// Frame id 0 is the bottom of every stack; in a set, 0 means "accepting".
 pub(crate) const ACCEPT: u32 = 0;
 const BOTTOM: u32 = 0;
+/// Frame id 1 is the unknown context; in a set, 1 means "popped into the unknown context".
+pub(crate) const HOLE: u32 = 1;
 /// Set id of the empty set: every stack died.
 pub(crate) const DEAD: u32 = 0;
 const UNKNOWN: u32 = u32::MAX;
@@ -39,6 +45,8 @@ pub(crate) struct Engine {
     set_index: FxHashMap<Box<[u32]>, u32>,
     trans: Vec<Option<Box<[u32; 256]>>>,
     tables: usize,
+    /// Per set, what [`Engine::loops_on`] found so far.
+    loops: Vec<u32>,
     /// Fewest bytes to empty the stack from each frame (`u32::MAX` = not computed).
     close_cost: Vec<u32>,
     pub(crate) initial: u32,
@@ -72,16 +80,20 @@ impl Engine {
     pub(crate) fn new(g: Arc<CompiledGrammar>) -> Self {
         let mut e = Engine {
             g,
-            frames: vec![Frame {
-                state: 0,
-                parent: BOTTOM,
-                depth: 0,
-            }],
+            frames: vec![
+                Frame {
+                    state: 0,
+                    parent: BOTTOM,
+                    depth: 0
+                };
+                2
+            ],
             frame_index: FxHashMap::default(),
             sets: Vec::new(),
             set_index: FxHashMap::default(),
             trans: Vec::new(),
             tables: 0,
+            loops: Vec::new(),
             close_cost: Vec::new(),
             initial: DEAD,
             stamp: Vec::new(),
@@ -107,6 +119,67 @@ impl Engine {
 
     pub(crate) fn is_accepting(&self, set: u32) -> bool {
         self.sets[set as usize].first() == Some(&ACCEPT)
+    }
+
+    /// Whether some path of `set` popped into the unknown context.
+    pub(crate) fn has_hole(&self, set: u32) -> bool {
+        self.sets[set as usize].iter().take(2).any(|&f| f == HOLE)
+    }
+
+    /// The top `k` frames of `frame` copied onto the unknown context: returns that local
+    /// frame, and the real frame a pop into [`HOLE`] continues in (`None` when the stack is
+    /// at most `k` deep, so the copy is the whole stack and exact).
+    pub(crate) fn local_chain(&mut self, frame: u32, k: usize) -> (u32, Option<u32>) {
+        let mut states = [0 as StateId; 8];
+        let mut n = 0;
+        let mut cur = frame;
+        while n < k.min(states.len()) && cur != BOTTOM {
+            states[n] = self.frames[cur as usize].state;
+            cur = self.frames[cur as usize].parent;
+            n += 1;
+        }
+        let (mut key, anchor) = if cur == BOTTOM {
+            (BOTTOM, None)
+        } else {
+            (HOLE, Some(cur))
+        };
+        for &q in states[..n].iter().rev() {
+            key = intern_frame(&mut self.frames, &mut self.frame_index, q, key);
+        }
+        (key, anchor)
+    }
+
+    /// The set holding `frame` and what it reaches without consuming input.
+    pub(crate) fn closure_set(&mut self, frame: u32) -> u32 {
+        self.begin();
+        self.closure(frame);
+        self.finish()
+    }
+
+    /// Whether every byte of every class in `classes` (bits of `vocab::byte_class`) leads
+    /// from `set` back to `set`. Classes are checked lazily and remembered per set.
+    pub(crate) fn loops_on(&mut self, set: u32, classes: u16) -> bool {
+        if self.loops.len() < self.sets.len() {
+            self.loops.resize(self.sets.len(), 0);
+        }
+        // Low 16 bits: classes known to loop; high 16 bits: classes known not to.
+        let known = self.loops[set as usize];
+        if classes & (known >> 16) as u16 != 0 {
+            return false;
+        }
+        let mut todo = classes & !(known as u16);
+        while todo != 0 {
+            let c = todo.trailing_zeros() as u8;
+            todo &= todo - 1;
+            let good = (0..=255u8)
+                .filter(|&b| crate::vocab::byte_class(b) == c)
+                .all(|b| self.step(set, b) == set);
+            self.loops[set as usize] |= if good { 1 << c } else { 1 << (16 + c) };
+            if !good {
+                return false;
+            }
+        }
+        true
     }
 
     /// The automaton state of a frame.
@@ -157,11 +230,12 @@ impl Engine {
             if self.stamp.len() < self.frames.len() {
                 self.stamp.resize(self.frames.len() * 2, u32::MAX);
             }
-            if f != ACCEPT && self.stamp[f as usize] == self.epoch {
+            if f <= HOLE {
+                // A marker: accepted (0) or popped into the unknown context (1).
+                self.out.push(f);
                 continue;
             }
-            if f == ACCEPT {
-                self.out.push(ACCEPT);
+            if self.stamp[f as usize] == self.epoch {
                 continue;
             }
             self.stamp[f as usize] = self.epoch;
@@ -208,21 +282,36 @@ impl Engine {
     }
 
     fn step_slow(&mut self, set: u32, byte: u8) -> u32 {
+        if self.tables >= self.g.limits.max_cached_states {
+            self.trans.iter_mut().for_each(|t| *t = None);
+            self.tables = 0;
+        }
+        if self.trans[set as usize].is_none() {
+            // Bytes no frame has an edge for lead nowhere: fill them in at once, so a trie
+            // walk from a new state computes only the transitions that can succeed.
+            let mut table = Box::new([DEAD; 256]);
+            for &f in self.sets[set as usize].iter() {
+                if f <= HOLE {
+                    continue;
+                }
+                for e in &self.g.states[self.frames[f as usize].state as usize].bytes {
+                    table[e.lo as usize..=e.hi as usize].fill(UNKNOWN);
+                }
+            }
+            self.trans[set as usize] = Some(table);
+            self.tables += 1;
+            if let Some(t) = &self.trans[set as usize]
+                && t[byte as usize] == DEAD
+            {
+                return DEAD;
+            }
+        }
         let next = if set == DEAD {
             DEAD
         } else {
             self.compute_step(set, byte)
         };
-        if self.tables >= self.g.limits.max_cached_states {
-            self.trans.iter_mut().for_each(|t| *t = None);
-            self.tables = 0;
-        }
-        let t = &mut self.trans[set as usize];
-        if t.is_none() {
-            *t = Some(Box::new([UNKNOWN; 256]));
-            self.tables += 1;
-        }
-        if let Some(t) = t {
+        if let Some(t) = &mut self.trans[set as usize] {
             t[byte as usize] = next;
         }
         next
@@ -233,7 +322,7 @@ impl Engine {
         let g = self.g.clone();
         for i in 0..self.sets[set as usize].len() {
             let f = self.sets[set as usize][i];
-            if f == ACCEPT {
+            if f <= HOLE {
                 continue;
             }
             let fr = self.frames[f as usize];
@@ -258,7 +347,7 @@ impl Engine {
         let g = self.g.clone();
         for i in 0..self.sets[set as usize].len() {
             let f = self.sets[set as usize][i];
-            if f == ACCEPT {
+            if f <= HOLE {
                 continue;
             }
             let fr = self.frames[f as usize];
@@ -296,7 +385,11 @@ impl Engine {
         let mut best = u32::MAX;
         for i in 0..self.sets[set as usize].len() {
             let f = self.sets[set as usize][i];
-            best = best.min(if f == ACCEPT { 0 } else { self.frame_cost(f) });
+            best = best.min(match f {
+                ACCEPT => 0,
+                HOLE => continue,
+                _ => self.frame_cost(f),
+            });
         }
         (best != u32::MAX).then_some(best)
     }

@@ -1,9 +1,15 @@
 //! Token-level matching: masks of allowed tokens, committing and checking tokens.
 //!
-//! A mask is computed by one scan of the vocabulary trie (see [`Vocabulary`]) driving the
-//! matcher's lazy DFA (see `stacks.rs`): most trie nodes cost one table look-up, a rejected
-//! prefix skips its whole subtree, and the finished mask is cached per DFA state, so a state
-//! seen before (the inside of a string, the same place in a repeated object) costs a copy.
+//! Masks are built from parts that do not depend on the stack below the top frame, in the
+//! spirit of XGrammar's context-independent tokens. For each automaton state `q` a matcher
+//! meets, one scan of the vocabulary trie (see [`Vocabulary`]) from "`q` in an unknown
+//! context" yields a [`FrameMask`]: the tokens accepted without leaving the frame (a bitmask)
+//! and the trie nodes where some path pops out of it (the *boundary*). The mask of a real
+//! state is then, per top frame, an OR of its bitmask plus a walk of the boundary subtrees
+//! from the parent's continuation — usually a few hundred tokens (those starting with `"`
+//! when inside a string). Scans drive the matcher's lazy DFA (`stacks.rs`), so most trie
+//! nodes cost a table look-up and a rejected prefix skips its whole subtree. Finished masks
+//! are cached per DFA state too, so a state seen before costs a copy.
 //!
 //! Special tokens are never matched as text; they are allowed only where the grammar names
 //! them (`<think>`, `<[id]>`, `!<...>`). End-of-sequence tokens are allowed exactly where the
@@ -14,10 +20,11 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 use crate::automaton::CompiledGrammar;
+use crate::automaton::StateId;
 use crate::error::GrammarError;
 use crate::ir::TokenRef;
 use crate::matcher::Matcher;
-use crate::stacks::{DEAD, Engine};
+use crate::stacks::{DEAD, Engine, HOLE};
 use crate::vocab::Vocabulary;
 
 /// What a matcher keeps about its vocabulary.
@@ -27,6 +34,8 @@ pub(crate) struct TokenState {
     named: FxHashMap<String, u32>,
     /// Cached masks per DFA state.
     masks: FxHashMap<u32, Box<[u32]>>,
+    /// Context-independent parts per automaton state.
+    frames: FxHashMap<StateId, FrameMask>,
     /// Scratch: DFA state per trie depth.
     path: Vec<u32>,
 }
@@ -75,6 +84,7 @@ impl Matcher {
             vocab,
             named,
             masks: FxHashMap::default(),
+            frames: FxHashMap::default(),
             path,
         });
         Ok(m)
@@ -108,7 +118,12 @@ impl Matcher {
             return Ok(());
         }
         out.fill(0);
-        walk_trie(&mut self.engine, &ts.vocab, &mut ts.path, self.state, out);
+        for k in 0..self.engine.set(self.state).len() {
+            let f = self.engine.set(self.state)[k];
+            if f > HOLE {
+                add_frame_tokens(&mut self.engine, ts, f, out);
+            }
+        }
         allow_named_tokens(&self.engine, ts, self.state, out);
         if self.engine.is_accepting(self.state) {
             for &e in ts.vocab.eos() {
@@ -197,25 +212,122 @@ impl Matcher {
 
 fn has_token_edges(engine: &Engine, set: u32) -> bool {
     engine.set(set).iter().any(|&f| {
-        f != crate::stacks::ACCEPT
+        f > HOLE
             && !engine.g.states[engine.frame_state(f) as usize]
                 .tokens
                 .is_empty()
     })
 }
 
-/// Sets the bit of every ordinary token whose bytes the grammar accepts from `start`.
-fn walk_trie(
+/// How many frames of context a frame mask is computed with at most, and how many boundary
+/// nodes make it worth trying one more frame. A pop out of a short rule (a number, optional
+/// whitespace) then continues in the caller's known rule instead of a walk per boundary.
+const MAX_CONTEXT: usize = 4;
+const FEW_BOUNDARIES: usize = 8;
+
+/// What the top frames allow whatever lies below them: tokens accepted without popping
+/// below the copied frames, and the trie nodes after which some path pops (whose subtrees
+/// depend on the rest of the stack).
+pub(crate) struct FrameMask {
+    accepted: Box<[u32]>,
+    boundary: Vec<u32>,
+}
+
+/// ORs into `out` the tokens frame `f` (a top frame of the current state) allows.
+fn add_frame_tokens(engine: &mut Engine, ts: &mut TokenState, f: u32, out: &mut [u32]) {
+    let limit = engine.g.limits.max_cached_states;
+    let mut k = 1;
+    loop {
+        let (key, anchor) = engine.local_chain(f, k);
+        if !ts.frames.contains_key(&key) {
+            if ts.frames.len() >= limit {
+                ts.frames.clear();
+            }
+            let start = engine.closure_set(key);
+            let mut fm = FrameMask {
+                accepted: vec![0u32; ts.vocab.mask_words()].into(),
+                boundary: Vec::new(),
+            };
+            walk(
+                engine,
+                &ts.vocab,
+                &mut ts.path,
+                Span::All,
+                start,
+                &mut fm.accepted,
+                Some(&mut fm.boundary),
+            );
+            ts.frames.insert(key, fm);
+        }
+        let Some(fm) = ts.frames.get(&key) else {
+            return;
+        };
+        let settle = anchor.is_none() || fm.boundary.len() <= FEW_BOUNDARIES || k == MAX_CONTEXT;
+        if !settle {
+            k += 1;
+            continue;
+        }
+        for (o, a) in out.iter_mut().zip(fm.accepted.iter()) {
+            *o |= a;
+        }
+        if let Some(anchor) = anchor
+            && !fm.boundary.is_empty()
+        {
+            let parent = engine.closure_set(anchor);
+            let boundary = fm.boundary.clone();
+            for node in boundary {
+                walk(
+                    engine,
+                    &ts.vocab,
+                    &mut ts.path,
+                    Span::Below(node),
+                    parent,
+                    out,
+                    None,
+                );
+            }
+        }
+        return;
+    }
+}
+
+/// Which trie nodes a walk covers.
+#[derive(Clone, Copy)]
+enum Span {
+    /// The whole vocabulary, from the root.
+    All,
+    /// The nodes strictly below this one, reading the bytes after it.
+    Below(u32),
+}
+
+/// Sets in `out` the bit of every token in `span` whose bytes lead from `start` to a live
+/// state. With `boundary`, also records the nodes where a path pops into the unknown context
+/// (tokens ending there are accepted: the pop succeeds in any context).
+///
+/// Where the state loops on every byte class found below a node, the whole subtree is
+/// accepted at once (its tokens are one slice), without visiting it.
+fn walk(
     engine: &mut Engine,
     vocab: &Vocabulary,
     path: &mut [u32],
+    span: Span,
     start: u32,
     out: &mut [u32],
+    mut boundary: Option<&mut Vec<u32>>,
 ) {
     let nodes = &vocab.nodes;
-    path[0] = start;
-    let mut i = 0;
-    while i < nodes.len() {
+    let (mut i, end) = match span {
+        Span::All => (0, nodes.len()),
+        Span::Below(n) => {
+            let top = nodes[n as usize];
+            path[top.depth as usize] = start;
+            (n as usize + 1, top.subtree_end as usize)
+        }
+    };
+    if let Span::All = span {
+        path[0] = start;
+    }
+    while i < end {
         let node = nodes[i];
         let d = node.depth as usize;
         let s = engine.step(path[d - 1], node.byte);
@@ -227,6 +339,19 @@ fn walk_trie(
         for &id in &vocab.token_ids[node.tokens_start as usize..node.tokens_end as usize] {
             set_bit(out, id);
         }
+        let hole = engine.has_hole(s);
+        if hole && let Some(b) = boundary.as_deref_mut() {
+            b.push(i as u32);
+        }
+        // Worth checking only above a large subtree: the check steps every byte of a class.
+        let below = vocab.below_classes[i];
+        if node.subtree_end as usize - i > 16 && !hole && engine.loops_on(s, below) {
+            for &id in vocab.tokens_below(i) {
+                set_bit(out, id);
+            }
+            i = node.subtree_end as usize;
+            continue;
+        }
         i += 1;
     }
 }
@@ -237,7 +362,7 @@ fn allow_named_tokens(engine: &Engine, ts: &TokenState, set: u32, out: &mut [u32
         return;
     }
     for &f in engine.set(set) {
-        if f == crate::stacks::ACCEPT {
+        if f <= HOLE {
             continue;
         }
         for (t, negated, _) in &engine.g.states[engine.frame_state(f) as usize].tokens {

@@ -19,6 +19,30 @@ pub(crate) struct TrieNode {
     pub tokens_end: u32,
 }
 
+/// A coarse partition of bytes, fixed for every grammar: a trie walk may take a whole
+/// subtree at once when its state loops on every class the subtree's bytes fall in (the
+/// inside of a JSON string loops on letters, digits, spaces and most punctuation).
+pub(crate) const fn byte_class(b: u8) -> u8 {
+    match b {
+        b'\t' => 1,
+        b'\n' => 2,
+        b'\r' => 3,
+        0x00..=0x1F => 0,
+        b' ' => 4,
+        b'"' => 5,
+        b'\\' => 6,
+        b'0'..=b'9' => 7,
+        b'A'..=b'Z' => 8,
+        b'a'..=b'z' => 9,
+        0x7F => 11,
+        0x21..=0x7E => 10,
+        0x80..=0xBF => 12,
+        0xC0..=0xDF => 13,
+        0xE0..=0xEF => 14,
+        _ => 15,
+    }
+}
+
 /// Token byte strings plus what the grammar engine needs to know about them.
 #[derive(Clone, Debug)]
 pub struct Vocabulary {
@@ -28,6 +52,11 @@ pub struct Vocabulary {
     pub(crate) nodes: Vec<TrieNode>,
     pub(crate) token_ids: Vec<u32>,
     pub(crate) max_depth: usize,
+    /// Per node, the classes of the bytes below it (bit `byte_class(b)`).
+    pub(crate) below_classes: Vec<u16>,
+    /// Per node (and one past the end), the index in `token_ids` of the first token at or
+    /// after it in preorder: a subtree's tokens are one contiguous slice.
+    pub(crate) first_token: Vec<u32>,
 }
 
 impl Vocabulary {
@@ -82,6 +111,7 @@ impl Vocabulary {
         while let Some(n) = path.pop() {
             nodes[n].subtree_end = nodes.len() as u32;
         }
+        let (below_classes, first_token) = subtree_summaries(&nodes, token_ids.len());
         Vocabulary {
             tokens,
             special,
@@ -89,7 +119,15 @@ impl Vocabulary {
             nodes,
             token_ids,
             max_depth,
+            below_classes,
+            first_token,
         }
+    }
+
+    /// The tokens strictly below trie node `i`, as a slice of `token_ids`.
+    pub(crate) fn tokens_below(&self, i: usize) -> &[u32] {
+        let end = self.nodes[i].subtree_end as usize;
+        &self.token_ids[self.first_token[i + 1] as usize..self.first_token[end] as usize]
     }
 
     /// Number of tokens.
@@ -135,4 +173,26 @@ impl Vocabulary {
     pub fn trie_nodes(&self) -> usize {
         self.nodes.len()
     }
+}
+
+fn subtree_summaries(nodes: &[TrieNode], n_tokens: usize) -> (Vec<u16>, Vec<u32>) {
+    let mut below = vec![0u16; nodes.len()];
+    for i in (0..nodes.len()).rev() {
+        let mut acc = 0u16;
+        let mut j = i + 1;
+        while j < nodes[i].subtree_end as usize {
+            acc |= 1 << byte_class(nodes[j].byte) | below[j];
+            j = nodes[j].subtree_end as usize;
+        }
+        below[i] = acc;
+    }
+    let mut first = vec![n_tokens as u32; nodes.len() + 1];
+    for i in (0..nodes.len()).rev() {
+        first[i] = if nodes[i].tokens_end > nodes[i].tokens_start {
+            nodes[i].tokens_start
+        } else {
+            first[i + 1]
+        };
+    }
+    (below, first)
 }

@@ -80,6 +80,49 @@ fn masks_equal_brute_force_along_a_json_document() {
     assert!(bits(&mask).is_empty());
 }
 
+/// A grammar shaped like the JSON Schema front end's output: called `string`, `char` and
+/// `integer` rules (pops at every character and digit), bounded whitespace, nested objects.
+const SCHEMA_LIKE: &str = r#"root ::= "{" obj-0
+obj-0 ::= space "\"area\"" space ":" space inner obj-1
+space ::= "" | " " | "\n"{1,2} [ \t]{0,20}
+inner ::= "{" space "\"base\"" space ":" space integer space "," space "\"unit\"" space ":" space string space "}"
+obj-1 ::= space "," space "\"tags\"" space ":" space "[" space (string (space "," space string)*)? space "]" space "}"
+integer ::= "-"? ("0" | [1-9] [0-9]*)
+string ::= "\"" char* "\""
+char ::= [^\x00-\x1F"\\] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+"#;
+
+#[test]
+fn masks_equal_brute_force_on_a_schema_shaped_grammar() {
+    let Some(v) = common::vocab(SMOLLM2) else {
+        return;
+    };
+    let v = Arc::new(v);
+    let docs: [&[u8]; 2] = [
+        br#"{"area": {"base": 1024, "unit": "square metres \"m2\""}, "tags": ["a", "b c", "\u00e9"]}"#,
+        b"{\n  \"area\":{\"base\":-7,\"unit\":\"\"},\"tags\":[]}",
+    ];
+    let mut m =
+        Matcher::with_vocabulary(grammar(SCHEMA_LIKE), v.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let mut mask = vec![0u32; v.mask_words()];
+    for doc in docs {
+        m.reset();
+        for (i, id) in common::greedy_tokens(&v, doc).into_iter().enumerate() {
+            if i % 3 == 0 {
+                m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+                assert_eq!(
+                    bits(&mask),
+                    brute_force(&mut m, &v),
+                    "after {i} tokens of {:?}",
+                    String::from_utf8_lossy(doc)
+                );
+            }
+            m.commit_token(id).unwrap_or_else(|e| panic!("{e}"));
+        }
+        assert!(m.can_end());
+    }
+}
+
 #[test]
 fn special_tokens_only_where_named() {
     let Some(v) = common::vocab(SMOLLM2) else {

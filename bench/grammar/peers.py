@@ -1,0 +1,245 @@
+"""Grammar-engine benchmark: XGrammar and llguidance on the same schemas, tokenizer and
+token sequences as stampo's Rust side (`cargo run -p stampo-grammar --release --example
+bench_masks -- CASES.json`).
+
+Steps:
+1. Read the vocabulary of a GGUF model (token strings, types, merges, eos) with the `gguf`
+   package and rebuild its byte-level BPE tokenizer with `tokenizers` (so instances are
+   tokenized as the model would).
+2. Pick MaskBench files (`{schema, tests: [{data, valid}]}`), serialise each instance
+   compactly (`json.dumps(separators=(",", ":"))`, key order as given) and tokenize it.
+3. Write CASES.json (vocabulary bytes + token sequences) for the Rust side.
+4. For each engine: compile time per schema; per-token mask time while walking each valid
+   instance (mask computed before every token, then the token committed); how many valid
+   instances were rejected and invalid ones accepted. Write RESULTS.json.
+
+Run (about 10 minutes on a loaded 2-core machine with the defaults):
+    $HOME/.cache/stampo/venv/bin/python bench/grammar/peers.py \
+        --model ~/.cache/stampo/models/SmolLM2-135M-Instruct.Q4_1.gguf \
+        --maskbench ../shared/data/jsonschemabench/maskbench --per-subset 3 \
+        --cases bench/grammar/out/cases-smollm2.json --out bench/grammar/out/peers-smollm2.json
+
+Times are wall clock through each engine's Python binding (a call costs ~1 µs of Python on
+top of the engine), one thread, masks for one sequence (batch 1).
+"""
+
+import argparse
+import json
+import pathlib
+import statistics
+import time
+
+import gguf
+import numpy as np
+
+
+def byte_decoder():
+    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
+    cs = bs[:]
+    n = 0
+    for b in range(256):
+        if b not in bs:
+            bs.append(b)
+            cs.append(256 + n)
+            n += 1
+    return {chr(c): b for b, c in zip(bs, cs)}
+
+
+def load_vocab(path):
+    r = gguf.GGUFReader(path)
+
+    def field(name):
+        return r.fields.get(name)
+
+    def strings(f):
+        return [bytes(f.parts[i]).decode("utf-8", "replace") for i in f.data]
+
+    tokens = strings(field("tokenizer.ggml.tokens"))
+    types = [int(field("tokenizer.ggml.token_type").parts[i][0]) for i in field("tokenizer.ggml.token_type").data]
+    merges = strings(field("tokenizer.ggml.merges")) if field("tokenizer.ggml.merges") else []
+    eos = int(field("tokenizer.ggml.eos_token_id").parts[-1][0])
+    model = strings(field("tokenizer.ggml.model"))[0] if field("tokenizer.ggml.model") else "gpt2"
+    if model != "gpt2":
+        raise SystemExit(f"only gpt2-style (byte-level BPE) vocabularies are supported here, not {model}")
+    dec = byte_decoder()
+    # token_type 3 = control, 2 = unknown, 5 = unused: never text.
+    special = [i for i, t in enumerate(types) if t in (2, 3, 5)]
+    raw = [bytes(dec.get(c, ord("?")) for c in t) if types[i] != 4 else t.encode() for i, t in enumerate(tokens)]
+    return tokens, raw, special, merges, eos
+
+
+def hf_tokenizer(tokens, merges):
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+
+    vocab = {t: i for i, t in enumerate(tokens)}
+    pairs = [tuple(m.split(" ", 1)) for m in merges]
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=pairs, fuse_unk=False, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+    tok.decoder = decoders.ByteLevel()
+    return tok
+
+
+def pick_files(root, per_subset):
+    files = []
+    for sub in sorted(p for p in pathlib.Path(root).iterdir() if p.is_dir()):
+        names = sorted(sub.glob("*.json"))
+        step = max(1, len(names) // per_subset)
+        files += names[::step][:per_subset]
+    return files
+
+
+def stats(xs):
+    if not xs:
+        return None
+    s = sorted(xs)
+    q = lambda p: s[min(len(s) - 1, int(round(p * (len(s) - 1))))]
+    return {"n": len(s), "mean": statistics.fmean(s), "p50": q(0.5), "p99": q(0.99), "max": s[-1]}
+
+
+def run_xgrammar(cases, raw, eos, n_vocab):
+    import torch
+    import xgrammar as xgr
+
+    info = xgr.TokenizerInfo(raw, xgr.VocabType.RAW, vocab_size=n_vocab, stop_token_ids=[eos])
+    compiler = xgr.GrammarCompiler(info, max_threads=1, cache_enabled=False)
+    bitmask = xgr.allocate_token_bitmask(1, n_vocab)
+    out = []
+    for c in cases:
+        rec = {"name": c["name"]}
+        t0 = time.perf_counter()
+        try:
+            cg = compiler.compile_json_schema(c["schema"], any_whitespace=True, strict_mode=False)
+        except Exception as e:  # a refusal, recorded as such
+            rec["error"] = str(e)[:200]
+            out.append(rec)
+            continue
+        rec["compile_ms"] = (time.perf_counter() - t0) * 1e3
+        times, rejected, accepted_invalid = [], 0, 0
+        for toks in c["valid"]:
+            m = xgr.GrammarMatcher(cg)
+            ok = True
+            for t in toks:
+                t0 = time.perf_counter()
+                m.fill_next_token_bitmask(bitmask)
+                times.append((time.perf_counter() - t0) * 1e6)
+                if not m.accept_token(t):
+                    ok = False
+                    break
+            if not (ok and m.accept_token(eos)):
+                rejected += 1
+        for toks in c["invalid"]:
+            m = xgr.GrammarMatcher(cg)
+            if all(m.accept_token(t) for t in toks) and m.accept_token(eos):
+                accepted_invalid += 1
+        rec.update(mask_us=stats(times), valid_rejected=rejected, invalid_accepted=accepted_invalid)
+        out.append(rec)
+    return out
+
+
+def run_llguidance(cases, raw, special, eos, n_vocab, tok):
+    import llguidance as llg
+
+    class Wrap:
+        eos_token_id = eos
+        bos_token_id = None
+        tokens = raw
+        special_token_ids = special
+
+        def __call__(self, s):
+            return tok.encode(s.decode("utf-8", "replace") if isinstance(s, bytes) else s).ids
+
+    lt = llg.LLTokenizer(llg.TokenizerWrapper(Wrap()), n_vocab=n_vocab)
+    buf = np.zeros((n_vocab + 31) // 32, dtype=np.uint32)
+    ptr, size = buf.ctypes.data, buf.nbytes
+    out = []
+    for c in cases:
+        rec = {"name": c["name"]}
+        t0 = time.perf_counter()
+        grammar = llg.grammar_from("json_schema", json.dumps(c["schema"]))
+        m = llg.LLMatcher(lt, grammar, log_level=0)
+        if m.is_error():
+            rec["error"] = m.get_error()[:200]
+            out.append(rec)
+            continue
+        rec["compile_ms"] = (time.perf_counter() - t0) * 1e3
+        times, rejected, accepted_invalid = [], 0, 0
+        for toks in c["valid"]:
+            m.reset()
+            ok = True
+            for t in toks:
+                t0 = time.perf_counter()
+                m.unsafe_compute_mask_ptr(ptr, size)
+                times.append((time.perf_counter() - t0) * 1e6)
+                if not m.consume_token(t):
+                    ok = False
+                    break
+            if not (ok and m.is_accepting()):
+                rejected += 1
+        for toks in c["invalid"]:
+            m.reset()
+            if all(m.consume_token(t) for t in toks) and m.is_accepting():
+                accepted_invalid += 1
+        rec.update(mask_us=stats(times), valid_rejected=rejected, invalid_accepted=accepted_invalid)
+        out.append(rec)
+    return out
+
+
+def summarise(recs):
+    ok = [r for r in recs if "compile_ms" in r]
+    all_p50 = [r["mask_us"]["p50"] for r in ok if r.get("mask_us")]
+    return {
+        "compiled": len(ok),
+        "refused": len(recs) - len(ok),
+        "compile_ms_p50": statistics.median([r["compile_ms"] for r in ok]) if ok else None,
+        "mask_p50_us_median_over_schemas": statistics.median(all_p50) if all_p50 else None,
+        "valid_rejected": sum(r.get("valid_rejected", 0) for r in ok),
+        "invalid_accepted": sum(r.get("invalid_accepted", 0) for r in ok),
+    }
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", required=True)
+    ap.add_argument("--maskbench", required=True)
+    ap.add_argument("--per-subset", type=int, default=3)
+    ap.add_argument("--cases", required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--engines", default="xgrammar,llguidance")
+    a = ap.parse_args()
+
+    tokens, raw, special, merges, eos = load_vocab(a.model)
+    tok = hf_tokenizer(tokens, merges)
+    cases = []
+    for f in pick_files(a.maskbench, a.per_subset):
+        d = json.loads(f.read_text())
+        enc = lambda v: tok.encode(json.dumps(v, separators=(",", ":"), ensure_ascii=False)).ids
+        cases.append({
+            "name": f"{f.parent.name}/{f.name}",
+            "schema": d["schema"],
+            "valid": [enc(t["data"]) for t in d["tests"] if t["valid"]],
+            "invalid": [enc(t["data"]) for t in d["tests"] if not t["valid"]],
+        })
+    pathlib.Path(a.cases).parent.mkdir(parents=True, exist_ok=True)
+    pathlib.Path(a.cases).write_text(json.dumps({
+        "model": pathlib.Path(a.model).name,
+        "vocab_hex": [t.hex() for t in raw],
+        "special": special,
+        "eos": [eos],
+        "cases": cases,
+    }))
+    result = {"model": pathlib.Path(a.model).name, "n_vocab": len(raw), "files": len(cases), "engines": {}}
+    for engine in a.engines.split(","):
+        t0 = time.perf_counter()
+        if engine == "xgrammar":
+            recs = run_xgrammar(cases, raw, eos, len(raw))
+        elif engine == "llguidance":
+            recs = run_llguidance(cases, raw, special, eos, len(raw), tok)
+        else:
+            raise SystemExit(f"unknown engine {engine}")
+        result["engines"][engine] = {"summary": summarise(recs), "files": recs}
+        print(engine, json.dumps(result["engines"][engine]["summary"]), f"({time.perf_counter() - t0:.0f} s)", flush=True)
+    pathlib.Path(a.out).write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
