@@ -94,6 +94,35 @@ fn llama_cpp_parses_our_exports() {
             "llama.cpp on our export of {name}"
         );
     }
+    // Exports of JSON Schema grammars (see `write_exports`).
+    for file in SCHEMA_EXPORTS {
+        let name = schema_export_name(file);
+        assert_eq!(
+            exp["exports"][&name].as_bool(),
+            Some(true),
+            "llama.cpp on our export of {name}"
+        );
+    }
+}
+
+/// MaskBench schemas (one per subset) whose compiled grammars are exported for llama.cpp.
+const SCHEMA_EXPORTS: &[&str] = &[
+    "BFCL_simple/BFCL_simple_0.json",
+    "Github_easy/Github_easy---o10077.json",
+    "Github_medium/Github_medium---o1050.json",
+    "Glaiveai2K/Glaiveai2K---analyze_health_data_4ad104b4.json",
+    "JsonSchemaStore/JsonSchemaStore---0.5.2.json",
+    "Kubernetes/Kubernetes---kb_1000_Normalized.json",
+    "MCPspec/MCPspec---CallToolRequest.json",
+    "Snowplow/Snowplow---sp_104_Normalized.json",
+    "WashingtonPost/WashingtonPost---wp_101_Normalized.json",
+];
+
+fn schema_export_name(file: &str) -> String {
+    format!(
+        "schema-{}.gbnf",
+        file.replace('/', "-").trim_end_matches(".json")
+    )
 }
 
 /// Writes our GBNF export of every grammar for `generate.py` to hand to llama.cpp.
@@ -105,5 +134,16 @@ fn write_exports() {
     for name in GRAMMARS {
         let g = gbnf::parse(&read(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         std::fs::write(dir.join(name), g.to_string()).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let maskbench = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/jsonschemabench/maskbench");
+    for file in SCHEMA_EXPORTS {
+        let text =
+            std::fs::read_to_string(maskbench.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+        let c = stampo_grammar::json_schema::compile(&v["schema"], &Default::default())
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let name = schema_export_name(file);
+        std::fs::write(dir.join(name), c.grammar.to_string()).unwrap_or_else(|e| panic!("{e}"));
     }
 }
