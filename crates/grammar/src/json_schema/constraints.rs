@@ -109,6 +109,12 @@ pub struct Constraints<'a> {
     pub contains: Vec<(String, u64, Option<u64>)>,
     pub unique: Option<String>,
     pub nots: Vec<String>,
+    /// Strings excluded by `not: {enum/const}`.
+    pub not_strings: Vec<&'a str>,
+    /// A boolean excluded by `not: {const: true}` (or `false`).
+    pub not_bool: Option<bool>,
+    /// Properties excluded by `not: {required: [name]}`.
+    pub forbidden: Vec<&'a str>,
 }
 
 fn not_schema(ptr: &str, kw: &str, message: &str) -> SchemaError {
@@ -179,6 +185,9 @@ impl<'a> Constraints<'a> {
             contains: Vec::new(),
             unique: None,
             nots: Vec::new(),
+            not_strings: Vec::new(),
+            not_bool: None,
+            forbidden: Vec::new(),
         };
         for ptr in &conj.own {
             if let Some(Value::Object(map)) = res.get(ptr) {

@@ -138,6 +138,21 @@ impl<'a> Resolver<'a> {
                         })?;
                         next.push(self.resolve(&ptr, r)?);
                     }
+                    // `not: {not: X}` is X.
+                    if let Some(Value::Object(n)) = map.get("not")
+                        && let Some(inner) = n.get("not")
+                    {
+                        let only_not = n.keys().all(|k| {
+                            k == "not"
+                                || matches!(
+                                    super::keywords::kind(k),
+                                    super::keywords::Kind::Annotation
+                                )
+                        });
+                        if only_not && matches!(inner, Value::Object(_) | Value::Bool(_)) {
+                            next.push(format!("{ptr}/not/not"));
+                        }
+                    }
                     if let Some(all) = map.get("allOf") {
                         let all = all.as_array().ok_or_else(|| SchemaError::NotASchema {
                             pointer: format!("{ptr}/allOf"),

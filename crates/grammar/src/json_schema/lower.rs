@@ -300,7 +300,11 @@ impl<'a> Compiler<'a> {
             alts.push(lit("null"));
         }
         if t.has(TypeSet::BOOLEAN) {
-            alts.push(alt(vec![lit("true"), lit("false")]));
+            alts.push(match c.not_bool {
+                Some(true) => lit("false"),
+                Some(false) => lit("true"),
+                None => alt(vec![lit("true"), lit("false")]),
+            });
         }
         if t.has(TypeSet::STRING) {
             alts.push(super::string::lower(self, &c)?);
@@ -320,53 +324,125 @@ impl<'a> Compiler<'a> {
         Ok(alt(alts))
     }
 
-    /// `not` in the forms a grammar can express: types, `const`/`enum` beside an enum,
-    /// `required` of one property, `true`/`false`. Other forms warn.
+    /// `not` in the forms a grammar can express; other forms warn.
     fn apply_not(&mut self, ptr: &str, c: &mut Constraints<'a>) -> Result<(), SchemaError> {
-        let parent = ptr.trim_end_matches("/not");
+        if !self.negate(ptr, c)? {
+            let parent = ptr.trim_end_matches("/not");
+            self.warn(
+                parent,
+                "not",
+                "only `not` of true/false, type, enum/const (strings, null, booleans, or beside an enum), required of one property, not, or anyOf of these is enforced",
+            );
+        }
+        Ok(())
+    }
+
+    /// Applies the negation of the schema at `ptr` to `c`; false when its form is not
+    /// supported (then `c` may be partly narrowed by the supported parts, which only ever
+    /// removes instances the negation also removes).
+    fn negate(&mut self, ptr: &str, c: &mut Constraints<'a>) -> Result<bool, SchemaError> {
         let Some(v) = self.res.get(ptr) else {
-            return Ok(());
+            return Ok(false);
         };
         let map = match v {
             Value::Bool(true) => {
                 c.types = TypeSet(0);
-                return Ok(());
+                return Ok(true);
             }
-            Value::Bool(false) => return Ok(()),
+            Value::Bool(false) => return Ok(true),
             Value::Object(m) => m,
-            _ => return Ok(()),
+            _ => return Ok(false),
         };
         let keys: Vec<&str> = map
             .keys()
             .map(String::as_str)
             .filter(|k| !matches!(super::keywords::kind(k), super::keywords::Kind::Annotation))
             .collect();
-        match keys.as_slice() {
-            [] => c.types = TypeSet(0),
+        let handled = match keys.as_slice() {
+            [] => {
+                c.types = TypeSet(0);
+                true
+            }
+            // `not: {not: X}` is X, which the conjunction already holds (see flatten).
+            ["not"] => true,
             ["type"] => {
                 let mut sub = Conj::default();
                 self.res.flatten(ptr, &mut sub)?;
                 let inner = Constraints::gather(&self.res, &sub, &mut self.report)?;
                 c.types = TypeSet(c.types.0 & !inner.types.0);
+                true
             }
-            ["enum"] | ["const"] if c.enums.is_some() => {
-                let excluded: Vec<&Value> = match (keys[0], map.get(keys[0])) {
+            [kw @ ("enum" | "const")] => {
+                let excluded: Vec<&'a Value> = match (*kw, map.get(*kw)) {
                     ("const", Some(v)) => vec![v],
                     (_, Some(Value::Array(vs))) => vs.iter().collect(),
                     _ => Vec::new(),
                 };
-                if let Some((vals, _)) = &mut c.enums {
-                    vals.retain(|v| !excluded.iter().any(|x| json_eq(v, x)));
-                }
-                self.report.record(ptr, keys[0], Status::Enforced);
+                self.exclude_values(&excluded, c)
             }
-            _ => self.warn(
-                parent,
-                "not",
-                "only `not` of type, of enum/const beside an enum, or of true/false is enforced",
-            ),
+            ["required"] => match map
+                .get("required")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+            {
+                Some([Value::String(name)]) => {
+                    if !c.forbidden.contains(&name.as_str()) {
+                        c.forbidden.push(name.as_str());
+                    }
+                    true
+                }
+                // `not: {required: []}`: every object has all of no properties.
+                Some([]) => {
+                    c.types = TypeSet(c.types.0 & !TypeSet::OBJECT);
+                    true
+                }
+                _ => false,
+            },
+            ["anyOf"] => {
+                // not (A or B) = not A and not B.
+                let n = map
+                    .get("anyOf")
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len);
+                let mut all = true;
+                for i in 0..n {
+                    all &= self.negate(&format!("{ptr}/anyOf/{i}"), c)?;
+                }
+                all
+            }
+            _ => false,
+        };
+        if handled {
+            for k in keys {
+                self.report.record(ptr, k, Status::Enforced);
+            }
         }
-        Ok(())
+        Ok(handled)
+    }
+
+    /// Removes values from what `c` accepts: from its enum if it has one; otherwise strings
+    /// (generated as "any string but these"), `null` and booleans. Numbers, arrays and
+    /// objects cannot be excluded one by one.
+    fn exclude_values(&mut self, excluded: &[&'a Value], c: &mut Constraints<'a>) -> bool {
+        if let Some((vals, _)) = &mut c.enums {
+            vals.retain(|v| !excluded.iter().any(|x| json_eq(v, x)));
+            return true;
+        }
+        let mut ok = true;
+        let has_true = excluded.iter().any(|v| **v == Value::Bool(true));
+        let has_false = excluded.iter().any(|v| **v == Value::Bool(false));
+        for v in excluded {
+            match v {
+                Value::Null => c.types = TypeSet(c.types.0 & !TypeSet::NULL),
+                Value::String(s) => c.not_strings.push(s.as_str()),
+                Value::Bool(_) if has_true && has_false => {
+                    c.types = TypeSet(c.types.0 & !TypeSet::BOOLEAN)
+                }
+                Value::Bool(b) => c.not_bool = Some(*b),
+                _ => ok &= !c.types.has(TypeSet::of(v)),
+            }
+        }
+        ok
     }
 
     /// Whether an enum value satisfies the other keywords of its conjunction, as far as the

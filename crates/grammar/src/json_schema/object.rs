@@ -68,7 +68,9 @@ pub fn lower(c: &mut Compiler, here: &str, k: &Constraints) -> Result<Expr, Sche
         .dependent
         .iter()
         .flat_map(|(_, a, ds)| ds.iter().chain(std::iter::once(a)));
-    for n in k.required.iter().chain(mentioned) {
+    // Names `not: {required: [name]}` forbids are members that may not appear, so that no
+    // additional key spells them either.
+    for n in k.required.iter().chain(mentioned).chain(k.forbidden.iter()) {
         if !names.contains(n) {
             names.push(n);
         }
@@ -115,7 +117,7 @@ pub fn lower(c: &mut Compiler, here: &str, k: &Constraints) -> Result<Expr, Sche
                 c.res.flatten(ptr, &mut conj)?;
             }
         }
-        let mut allowed = true;
+        let mut allowed = !k.forbidden.contains(name);
         for pn in &k.property_names {
             match string_fits(c, pn, name)? {
                 Some(ok) => allowed &= ok,
@@ -442,7 +444,7 @@ fn additional_members(
 /// A JSON string (with its quotes) that is none of `names`. A trie over the names' JSON
 /// text: at each node the key may end (unless a name ends there), continue along a name,
 /// or leave all names behind with another raw character and then anything.
-fn not_in(c: &mut Compiler, here: &str, names: &[&str]) -> Expr {
+pub(super) fn not_in(c: &mut Compiler, here: &str, names: &[&str]) -> Expr {
     if names.is_empty() {
         return c.any_string();
     }

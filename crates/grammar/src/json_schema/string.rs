@@ -71,6 +71,17 @@ pub fn lower(c: &mut Compiler, k: &Constraints) -> Result<Expr, SchemaError> {
         }
     }
     let has_length = min > 0 || max.is_some();
+    if !k.not_strings.is_empty() {
+        if body.is_none() && !has_length {
+            // Any string but the excluded ones (a `not: {enum: [...]}`).
+            return Ok(super::object::not_in(c, "not-string", &k.not_strings));
+        }
+        c.warn(
+            &min_ptr,
+            "not",
+            "excluded strings are not enforced beside a pattern, format or length",
+        );
+    }
     if let Some(body) = body {
         if has_length {
             if min > 0 {
