@@ -19,6 +19,7 @@ mod decode;
 mod encode;
 mod error;
 mod pretokenize;
+pub mod template;
 mod unicode;
 mod unicode_data;
 mod vocab;
@@ -29,6 +30,7 @@ use stampo_gguf::{Gguf, Metadata};
 pub use decode::{DecodeOptions, StreamDecoder};
 pub use error::{Result, TokenizerError};
 pub use pretokenize::{PreTokenizer, Split};
+pub use template::{ChatRequest, ChatTemplate, TemplateOrigin};
 pub use unicode::{byte_to_char, char_to_byte};
 pub use vocab::{SpecialTokens, TokenAttr, TokenId, VocabKind};
 
