@@ -42,6 +42,8 @@ pub(crate) struct Engine {
     frames: Vec<Frame>,
     frame_index: FxHashMap<(StateId, u32), u32>,
     sets: Vec<Box<[u32]>>,
+    /// Per set, whether it holds the [`HOLE`] marker (checked at every trie node).
+    holes: Vec<bool>,
     set_index: FxHashMap<Box<[u32]>, u32>,
     trans: Vec<Option<Box<[u32; 256]>>>,
     tables: usize,
@@ -90,6 +92,7 @@ impl Engine {
             ],
             frame_index: FxHashMap::default(),
             sets: Vec::new(),
+            holes: Vec::new(),
             set_index: FxHashMap::default(),
             trans: Vec::new(),
             tables: 0,
@@ -123,7 +126,7 @@ impl Engine {
 
     /// Whether some path of `set` popped into the unknown context.
     pub(crate) fn has_hole(&self, set: u32) -> bool {
-        self.sets[set as usize].iter().take(2).any(|&f| f == HOLE)
+        self.holes[set as usize]
     }
 
     /// The top `k` frames of `frame` copied onto the unknown context: returns that local
@@ -193,6 +196,7 @@ impl Engine {
         }
         let id = self.sets.len() as u32;
         let b: Box<[u32]> = v.into_boxed_slice();
+        self.holes.push(b.iter().take(2).any(|&f| f == HOLE));
         self.sets.push(b.clone());
         self.set_index.insert(b, id);
         self.trans.push(None);

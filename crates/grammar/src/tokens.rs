@@ -346,9 +346,7 @@ fn walk(
         // Worth checking only above a large subtree: the check steps every byte of a class.
         let below = vocab.below_classes[i];
         if node.subtree_end as usize - i > 16 && !hole && engine.loops_on(s, below) {
-            for &id in vocab.tokens_below(i) {
-                set_bit(out, id);
-            }
+            vocab.set_tokens_below(i, out);
             i = node.subtree_end as usize;
             continue;
         }

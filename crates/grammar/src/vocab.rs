@@ -57,6 +57,10 @@ pub struct Vocabulary {
     /// Per node (and one past the end), the index in `token_ids` of the first token at or
     /// after it in preorder: a subtree's tokens are one contiguous slice.
     pub(crate) first_token: Vec<u32>,
+    /// Bitmasks of the tokens below the few nodes with very many tokens below them (the
+    /// first bytes of common words), so that taking such a subtree whole is an OR of words
+    /// instead of thousands of scattered bits. Indexed by node; `None` for the rest.
+    pub(crate) big_subtrees: Vec<Option<Box<[u32]>>>,
 }
 
 impl Vocabulary {
@@ -112,6 +116,7 @@ impl Vocabulary {
             nodes[n].subtree_end = nodes.len() as u32;
         }
         let (below_classes, first_token) = subtree_summaries(&nodes, token_ids.len());
+        let big_subtrees = big_subtree_masks(&nodes, &token_ids, &first_token, tokens.len());
         Vocabulary {
             tokens,
             special,
@@ -121,6 +126,22 @@ impl Vocabulary {
             max_depth,
             below_classes,
             first_token,
+            big_subtrees,
+        }
+    }
+
+    /// Sets in `out` the bits of the tokens strictly below trie node `i`.
+    pub(crate) fn set_tokens_below(&self, i: usize, out: &mut [u32]) {
+        if let Some(Some(mask)) = self.big_subtrees.get(i) {
+            for (o, m) in out.iter_mut().zip(mask.iter()) {
+                *o |= m;
+            }
+            return;
+        }
+        for &id in self.tokens_below(i) {
+            if let Some(w) = out.get_mut(id as usize / 32) {
+                *w |= 1 << (id % 32);
+            }
         }
     }
 
@@ -195,4 +216,32 @@ fn subtree_summaries(nodes: &[TrieNode], n_tokens: usize) -> (Vec<u16>, Vec<u32>
         };
     }
     (below, first)
+}
+
+/// Masks for the nodes with more tokens below them than one mask has words (times four):
+/// there an OR of words is cheaper than setting bits one by one. Few nodes qualify (the
+/// common first bytes), so the memory is a few dozen masks.
+fn big_subtree_masks(
+    nodes: &[TrieNode],
+    token_ids: &[u32],
+    first: &[u32],
+    n_tokens: usize,
+) -> Vec<Option<Box<[u32]>>> {
+    let words = n_tokens.div_ceil(32);
+    let threshold = (4 * words).max(256);
+    let mut out: Vec<Option<Box<[u32]>>> = vec![None; nodes.len()];
+    for (i, node) in nodes.iter().enumerate() {
+        let (lo, hi) = (
+            first[i + 1] as usize,
+            first[node.subtree_end as usize] as usize,
+        );
+        if hi - lo >= threshold {
+            let mut m = vec![0u32; words].into_boxed_slice();
+            for &id in &token_ids[lo..hi] {
+                m[id as usize / 32] |= 1 << (id % 32);
+            }
+            out[i] = Some(m);
+        }
+    }
+    out
 }
