@@ -83,6 +83,7 @@ impl<'a> Cursor<'a> {
                 what,
                 count,
                 bytes_left: self.bytes_left(),
+                min_bytes: need.unwrap_or(u64::MAX),
                 context: self.context.clone(),
             });
         }
@@ -99,6 +100,7 @@ impl<'a> Cursor<'a> {
                 what,
                 count: len,
                 bytes_left: self.bytes_left(),
+                min_bytes: len,
                 context: self.context.clone(),
             });
         }

@@ -42,6 +42,8 @@ pub enum GgufError {
         what: &'static str,
         count: u64,
         bytes_left: u64,
+        /// The fewest bytes the count needs after its own 8 (saturating).
+        min_bytes: u64,
         context: String,
     },
 

@@ -27,6 +27,9 @@
 //! assert_eq!(values.len() as u64, t.elements());
 //! # let _ = ctx; Ok(()) }
 //! ```
+//!
+//! For files that arrive in pieces see [`stream`]; for split files (`-00001-of-0000N`)
+//! see [`split`].
 
 pub mod blocks;
 mod cursor;
@@ -34,6 +37,8 @@ mod dequant;
 mod error;
 mod file;
 mod metadata;
+pub mod split;
+pub mod stream;
 pub mod testing;
 mod types;
 mod value;

@@ -108,7 +108,7 @@ fn sizes_match_the_type_table() {
 fn q8_k_by_hand() {
     let mut block = vec![];
     block.extend(0.25f32.to_le_bytes());
-    block.extend((0..256).map(|i| (i as i32 - 128) as i8 as u8));
+    block.extend((0..256i32).map(|i| (i - 128) as i8 as u8));
     block.extend([0u8; 32]);
     let y = dequantize_to_vec(GgmlType::Q8_K, &block).unwrap();
     assert_eq!(y[0], -32.0);
