@@ -20,6 +20,7 @@ pub mod response;
 pub mod sampler;
 pub mod session;
 pub mod stop;
+pub mod text;
 pub mod timing;
 pub mod tool_calls;
 

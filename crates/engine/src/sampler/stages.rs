@@ -39,6 +39,20 @@ impl Candidates {
         self.sorted = true;
     }
 
+    /// Puts the `k` best candidates first, sorted, as llama.cpp's partial sort does (a
+    /// selection, then a sort of the k: a whole-vocabulary sort costs milliseconds).
+    fn partial_sort_desc(&mut self, k: usize) {
+        if k == 0 {
+            return;
+        }
+        if k < self.data.len() {
+            self.data.select_nth_unstable_by(k - 1, by_logit_desc);
+            self.data.truncate(k);
+        }
+        self.data.sort_by(by_logit_desc);
+        self.sorted = true;
+    }
+
     /// `llama_sampler_softmax_impl`.
     pub fn softmax(&mut self, do_sort: bool) {
         if self.data.is_empty() {
@@ -91,14 +105,14 @@ pub fn penalties(
     c.sorted = false;
 }
 
-/// `llama_sampler_top_k_impl`: k ≤ 0 is a no-op; otherwise sort and keep k.
+/// `llama_sampler_top_k_impl`: k ≤ 0 is a no-op; otherwise keep the k best, sorted.
 pub fn top_k(c: &mut Candidates, k: i32) {
     if k <= 0 {
         return;
     }
     let k = (k as usize).min(c.data.len());
     if !c.sorted {
-        c.sort_desc();
+        c.partial_sort_desc(k);
     }
     c.data.truncate(k);
 }
@@ -111,7 +125,25 @@ pub fn top_p(c: &mut Candidates, p: f32, min_keep: usize) {
     }
     c.softmax(false);
     if !c.sorted {
-        c.sort_desc();
+        // llama.cpp sorts only the best 256 of a large list first and the rest only if
+        // they do not reach p: the same result, without sorting the whole vocabulary.
+        let n = c.data.len();
+        let head = if n > 1024 { 256 } else { n };
+        let mut sorted = c.data.clone();
+        if head < n {
+            sorted.select_nth_unstable_by(head - 1, by_logit_desc);
+        }
+        sorted[..head].sort_by(by_logit_desc);
+        let mut cum = 0.0f32;
+        let reached = sorted[..head].iter().enumerate().any(|(i, x)| {
+            cum += x.p;
+            cum >= p && i + 1 >= min_keep
+        });
+        if !reached {
+            sorted.sort_by(by_logit_desc);
+        }
+        c.data = sorted;
+        c.sorted = true;
     }
     let mut cum_sum = 0.0f32;
     let mut last_idx = c.data.len();
