@@ -13,7 +13,7 @@ mod conformance;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use conformance::{Case, Row, check_table, run_case};
+use conformance::{Case, Row, check_table, print_compile_times, run_case};
 use serde_json::Value;
 
 fn files(dir: &Path, prefix: &str, out: &mut Vec<(String, PathBuf)>) {
@@ -41,6 +41,7 @@ fn json_schema_test_suite_does_not_regress() {
     files(&root, "", &mut list);
     assert!(list.len() > 40, "the vendored suite is incomplete");
     let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    let mut times = Vec::new();
     for (name, path) in list {
         let groups: Vec<Value> =
             serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
@@ -60,7 +61,8 @@ fn json_schema_test_suite_does_not_regress() {
                 "{name}#{gi} ({})",
                 group["description"].as_str().unwrap_or("")
             );
-            let (r, notes) = run_case(&case, &label);
+            let (r, notes, took) = run_case(&case, &label);
+            times.push(took);
             if verbose {
                 notes.iter().for_each(|n| println!("{n}"));
             }
@@ -69,6 +71,7 @@ fn json_schema_test_suite_does_not_regress() {
     }
     let table = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/data/conformance/json-schema-test-suite.tsv");
+    print_compile_times("JSON Schema Test Suite", times);
     check_table(
         &table,
         "JSON Schema Test Suite draft 2020-12 conformance (stampo)",

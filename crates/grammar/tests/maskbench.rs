@@ -11,7 +11,7 @@ mod conformance;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use conformance::{Case, Row, check_table, run_case, shared_data};
+use conformance::{Case, Row, check_table, print_compile_times, run_case, shared_data};
 use serde_json::Value;
 
 #[test]
@@ -21,6 +21,7 @@ fn maskbench_conformance_does_not_regress() {
     };
     let verbose = std::env::var("STAMPO_VERBOSE").as_deref() == Ok("1");
     let mut rows: BTreeMap<String, Row> = BTreeMap::new();
+    let mut times = Vec::new();
     let mut subsets: Vec<_> = std::fs::read_dir(&root)
         .unwrap()
         .map(|e| e.unwrap().path())
@@ -50,7 +51,8 @@ fn maskbench_conformance_does_not_regress() {
                 tests,
             };
             let label = file.file_name().unwrap().to_string_lossy().into_owned();
-            let (r, notes) = run_case(&case, &label);
+            let (r, notes, took) = run_case(&case, &label);
+            times.push(took);
             if verbose {
                 notes.iter().for_each(|n| println!("{n}"));
             }
@@ -58,6 +60,7 @@ fn maskbench_conformance_does_not_regress() {
         }
     }
     let table = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/conformance/maskbench.tsv");
+    print_compile_times("MaskBench sample", times);
     check_table(&table, "MaskBench sample conformance (stampo)", &rows);
 
     // llguidance on the same files, judged the same way (fixture written by

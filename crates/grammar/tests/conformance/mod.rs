@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use stampo_grammar::CompiledGrammar;
@@ -151,19 +152,22 @@ pub struct Case<'a> {
     pub tests: Vec<(&'a Value, bool)>,
 }
 
-/// Compiles the schema and judges every instance; returns the row and, for failures, a
-/// line each (for `STAMPO_VERBOSE=1`).
-pub fn run_case(case: &Case, label: &str) -> (Row, Vec<String>) {
+/// Compiles the schema and judges every instance; returns the row, for failures a line
+/// each (for `STAMPO_VERBOSE=1`), and how long the schema compiler took.
+pub fn run_case(case: &Case, label: &str) -> (Row, Vec<String>, Duration) {
     let mut row = Row {
         schemas: 1,
         ..Row::default()
     };
     let mut notes = Vec::new();
-    let compiled = match json_schema::compile(case.schema, &Options::default()) {
+    let start = Instant::now();
+    let compiled = json_schema::compile(case.schema, &Options::default());
+    let took = start.elapsed();
+    let compiled = match compiled {
         Ok(c) => c,
         Err(e) => {
             notes.push(format!("{label}: refused: {e}"));
-            return (row, notes);
+            return (row, notes, took);
         }
     };
     let sound = compiled.report.is_sound();
@@ -175,7 +179,7 @@ pub fn run_case(case: &Case, label: &str) -> (Row, Vec<String>) {
             row.compiled = 0;
             row.sound = 0;
             notes.push(format!("{label}: matcher refused the grammar: {e}"));
-            return (row, notes);
+            return (row, notes, took);
         }
     };
     let ranks = property_ranks(case.schema);
@@ -209,7 +213,25 @@ pub fn run_case(case: &Case, label: &str) -> (Row, Vec<String>) {
         }
     }
     row.passing = u32::from(all_right);
-    (row, notes)
+    (row, notes, took)
+}
+
+/// Prints the median and maximum of compile times (information, not asserted: the machine
+/// is shared).
+pub fn print_compile_times(what: &str, mut times: Vec<Duration>) {
+    if times.is_empty() {
+        return;
+    }
+    times.sort();
+    let total: Duration = times.iter().sum();
+    println!(
+        "{what}: {} schemas compiled in {:.1} ms total; per schema p50 {} us, p99 {} us, max {} us",
+        times.len(),
+        total.as_secs_f64() * 1e3,
+        times[times.len() / 2].as_micros(),
+        times[times.len() * 99 / 100].as_micros(),
+        times[times.len() - 1].as_micros()
+    );
 }
 
 /// Ranks of property names by first appearance under `properties` in the document.
