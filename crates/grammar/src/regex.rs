@@ -44,20 +44,7 @@ pub enum RegexError {
 /// (respecting `^`/`$`), written in `encoding`. Repetition bounds above `max_repetition`
 /// are refused.
 pub fn compile(pattern: &str, encoding: Encoding, max_repetition: u32) -> Result<Expr, RegexError> {
-    let mut ast = ast::parse::ParserBuilder::new()
-        .build()
-        .parse(pattern)
-        .map_err(|e| classify_syntax_error(&e))?;
-    make_ecma(&mut ast)?;
-    let hir = regex_syntax::hir::translate::TranslatorBuilder::new()
-        .unicode(true)
-        .utf8(true)
-        .build()
-        .translate(pattern, &ast)
-        .map_err(|e| RegexError::Syntax {
-            offset: e.span().start.offset,
-            message: e.kind().to_string(),
-        })?;
+    let hir = parse(pattern)?;
     let lower = Lower {
         encoding,
         max_repetition,
@@ -80,6 +67,136 @@ pub fn compile(pattern: &str, encoding: Encoding, max_repetition: u32) -> Result
         }
     }
     Ok(alt(out))
+}
+
+/// Parses an ECMA-262 pattern into `regex-syntax`'s HIR with ECMA-262 meaning.
+fn parse(pattern: &str) -> Result<Hir, RegexError> {
+    let mut ast = ast::parse::ParserBuilder::new()
+        .build()
+        .parse(pattern)
+        .map_err(|e| classify_syntax_error(&e))?;
+    make_ecma(&mut ast)?;
+    regex_syntax::hir::translate::TranslatorBuilder::new()
+        .unicode(true)
+        .utf8(true)
+        .build()
+        .translate(pattern, &ast)
+        .map_err(|e| RegexError::Syntax {
+            offset: e.span().start.offset,
+            message: e.kind().to_string(),
+        })
+}
+
+/// A pattern together with a length bound (`minLength`/`maxLength` beside `pattern`), when
+/// the pattern's shape allows intersecting them exactly: `^…$` whose parts have fixed
+/// character counts except one repetition of a single character (`^[A-Z][a-z0-9_]*$`).
+/// The repetition's bounds absorb the length bound. `Ok(None)` for other shapes.
+pub fn compile_with_length(
+    pattern: &str,
+    encoding: Encoding,
+    max_repetition: u32,
+    min_len: u64,
+    max_len: Option<u64>,
+) -> Result<Option<Expr>, RegexError> {
+    let hir = parse(pattern)?;
+    let HirKind::Concat(items) = hir.kind() else {
+        return Ok(None);
+    };
+    let is = |h: &Hir, look: Look| matches!(h.kind(), HirKind::Look(l) if *l == look);
+    let (Some(first), Some(last)) = (items.first(), items.last()) else {
+        return Ok(None);
+    };
+    if items.len() < 3 || !is(first, Look::Start) || !is(last, Look::End) {
+        return Ok(None);
+    }
+    let core = &items[1..items.len() - 1];
+    let mut fixed: u64 = 0;
+    let mut variable: Option<usize> = None;
+    for (i, h) in core.iter().enumerate() {
+        match fixed_chars(h) {
+            Some(n) => fixed += n,
+            None => match h.kind() {
+                HirKind::Repetition(r) if fixed_chars(&r.sub) == Some(1) && variable.is_none() => {
+                    fixed += u64::from(r.min);
+                    variable = Some(i);
+                }
+                _ => return Ok(None),
+            },
+        }
+    }
+    let lower = Lower {
+        encoding,
+        max_repetition,
+    };
+    let mut parts = Vec::with_capacity(core.len());
+    for (i, h) in core.iter().enumerate() {
+        let HirKind::Repetition(r) = h.kind() else {
+            parts.push(lower.lower(h)?);
+            continue;
+        };
+        if Some(i) != variable {
+            parts.push(lower.lower(h)?);
+            continue;
+        }
+        // Characters the repetition may add beyond its minimum, within both bounds.
+        let base = fixed;
+        let lo = u64::from(r.min).max(min_len.saturating_sub(base - u64::from(r.min)));
+        let own_hi = r.max.map(u64::from);
+        let len_hi = max_len.map(|m| m.saturating_sub(base - u64::from(r.min)));
+        let hi = match (own_hi, len_hi) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        if hi.is_some_and(|h| h < lo) || max_len.is_some_and(|m| m < base) {
+            return Ok(Some(Expr::Class {
+                ranges: Vec::new(),
+                negated: false,
+            }));
+        }
+        // Bounds over the limit: leave the length to the caller (it reports it).
+        if std::iter::once(lo)
+            .chain(hi)
+            .any(|b| b > u64::from(max_repetition))
+        {
+            return Ok(None);
+        }
+        parts.push(repeat(
+            lower.lower(&r.sub)?,
+            lo as u32,
+            hi.map(|h| h as u32),
+        ));
+    }
+    if variable.is_none() {
+        // No repetition: the length is fixed; it fits or nothing matches.
+        if fixed < min_len || max_len.is_some_and(|m| fixed > m) {
+            return Ok(Some(Expr::Class {
+                ranges: Vec::new(),
+                negated: false,
+            }));
+        }
+    }
+    Ok(Some(seq(parts)))
+}
+
+/// The number of characters `h` always matches, if fixed and it has no anchors.
+fn fixed_chars(h: &Hir) -> Option<u64> {
+    match h.kind() {
+        HirKind::Empty => Some(0),
+        HirKind::Literal(l) => Some(String::from_utf8_lossy(&l.0).chars().count() as u64),
+        HirKind::Class(_) => Some(1),
+        HirKind::Capture(c) => fixed_chars(&c.sub),
+        HirKind::Repetition(r) if Some(r.min) == r.max => {
+            fixed_chars(&r.sub).map(|n| n * u64::from(r.min))
+        }
+        HirKind::Concat(xs) => xs.iter().map(fixed_chars).sum(),
+        HirKind::Alternation(xs) => {
+            let first = fixed_chars(xs.first()?)?;
+            xs.iter()
+                .all(|x| fixed_chars(x) == Some(first))
+                .then_some(first)
+        }
+        HirKind::Look(_) | HirKind::Repetition(_) => None,
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -26,18 +26,29 @@ pub fn lower(c: &mut Compiler, k: &Constraints) -> Result<Expr, SchemaError> {
         return Ok(c.empty(ptr, "maxLength is below minLength"));
     }
     let mut body: Option<Expr> = None;
+    let mut length_done = false;
     for (ptr, pattern) in &k.patterns {
         if body.is_some() {
             c.warn(ptr, "pattern", "only one pattern per string is enforced");
             continue;
         }
-        let e = regex::compile(pattern, Encoding::JsonString, max_rep).map_err(|source| {
-            SchemaError::Regex {
-                pointer: ptr.clone(),
-                source,
+        let regex_err = |source| SchemaError::Regex {
+            pointer: ptr.clone(),
+            source,
+        };
+        if min > 0 || max.is_some() {
+            // Patterns shaped like `^[a-z][a-z0-9]*$` take the length bound exactly.
+            let max_len = max.as_ref().map(|(m, _)| *m);
+            let e =
+                regex::compile_with_length(pattern, Encoding::JsonString, max_rep, min, max_len)
+                    .map_err(regex_err)?;
+            if let Some(e) = e {
+                body = Some(e);
+                length_done = true;
+                continue;
             }
-        })?;
-        body = Some(e);
+        }
+        body = Some(regex::compile(pattern, Encoding::JsonString, max_rep).map_err(regex_err)?);
     }
     for (ptr, name) in &k.formats {
         if body.is_some() {
@@ -83,7 +94,7 @@ pub fn lower(c: &mut Compiler, k: &Constraints) -> Result<Expr, SchemaError> {
         );
     }
     if let Some(body) = body {
-        if has_length {
+        if has_length && !length_done {
             if min > 0 {
                 c.warn(
                     &min_ptr,
