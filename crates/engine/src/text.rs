@@ -2,31 +2,48 @@
 //! the loop, [`PromptEncoder`] for prompts, and the vocabulary the grammar engine builds its
 //! token masks from.
 
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 use stampo_grammar::vocab::Vocabulary as GrammarVocabulary;
-use stampo_tokenizer::Tokenizer;
+use stampo_tokenizer::{ChatRequest, ChatTemplate, Tokenizer};
 
 use crate::generate::{BoxError, Vocabulary};
 use crate::request::{Message, Tool};
 use crate::session::PromptEncoder;
 
-/// A tokenizer with its end-of-generation tokens listed once.
+/// A tokenizer and its chat template, with the end-of-generation tokens listed once.
 pub struct TokenizerText {
     tokenizer: Tokenizer,
+    template: Option<ChatTemplate>,
     eog: Vec<u32>,
 }
 
-/// A chat request reached a model whose chat template stampo cannot render yet.
+/// A chat request reached a tokenizer built without a chat template.
 #[derive(Debug, thiserror::Error)]
-#[error("chat templates are not rendered yet: send a /completion body with a prompt")]
+#[error("no chat template was loaded: send a /completion body with a prompt")]
 pub struct NoChatTemplate;
 
 impl TokenizerText {
+    /// A tokenizer for `/completion` prompts only (chat requests are refused).
     pub fn new(tokenizer: Tokenizer) -> Self {
         let eog = (0..tokenizer.n_vocab() as u32)
             .filter(|&t| tokenizer.is_eog(t))
             .collect();
-        Self { tokenizer, eog }
+        Self {
+            tokenizer,
+            template: None,
+            eog,
+        }
+    }
+
+    /// A tokenizer with the model's chat template (or the built-in one for its architecture).
+    pub fn with_template(tokenizer: Tokenizer, template: ChatTemplate) -> Self {
+        let mut text = Self::new(tokenizer);
+        text.template = Some(template);
+        text
+    }
+
+    pub fn template(&self) -> Option<&ChatTemplate> {
+        self.template.as_ref()
     }
 
     pub fn tokenizer(&self) -> &Tokenizer {
@@ -64,11 +81,49 @@ impl PromptEncoder for TokenizerText {
 
     fn apply_chat_template(
         &self,
-        _messages: &[Message],
-        _tools: &[Tool],
-        _add_generation_prompt: bool,
-        _kwargs: &Map<String, Value>,
+        messages: &[Message],
+        tools: &[Tool],
+        add_generation_prompt: bool,
+        kwargs: &Map<String, Value>,
     ) -> Result<String, BoxError> {
-        Err(Box::new(NoChatTemplate))
+        let template = self.template.as_ref().ok_or(NoChatTemplate)?;
+        let request = ChatRequest {
+            messages: Value::Array(messages.iter().map(message_json).collect()),
+            tools: (!tools.is_empty()).then(|| Value::Array(tools.iter().map(tool_json).collect())),
+            add_generation_prompt,
+            kwargs: kwargs.clone(),
+            now: None,
+        };
+        Ok(template.render(&request)?)
     }
+}
+
+/// A message as chat templates read it: OpenAI's shape, with tool-call arguments as the JSON
+/// value they hold (templates such as Qwen's apply `tojson` to them), as llama.cpp passes them.
+fn message_json(m: &Message) -> Value {
+    let mut v = json!({"role": m.role, "content": m.content});
+    if !m.tool_calls.is_empty() {
+        v["tool_calls"] = m
+            .tool_calls
+            .iter()
+            .map(|c| {
+                let arguments = serde_json::from_str::<Value>(&c.arguments).unwrap_or_else(|_| Value::String(c.arguments.clone()));
+                json!({"type": "function", "id": c.id, "function": {"name": c.name, "arguments": arguments}})
+            })
+            .collect();
+    }
+    for (key, value) in [
+        ("tool_call_id", &m.tool_call_id),
+        ("name", &m.name),
+        ("reasoning_content", &m.reasoning_content),
+    ] {
+        if let Some(text) = value {
+            v[key] = json!(text);
+        }
+    }
+    v
+}
+
+fn tool_json(t: &Tool) -> Value {
+    json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}})
 }
