@@ -24,12 +24,16 @@ pub enum Status {
     Warning(String),
     /// Compilation failed because of it.
     Refused(String),
+    /// In a subschema no instance reaches (an unused definition, a branch pruned before
+    /// it was read): it has no effect on the grammar. Not printed.
+    Unreached,
 }
 
 impl Status {
     /// Severity for merging two statuses of one keyword: the worse one wins.
     fn rank(&self) -> u8 {
         match self {
+            Status::Unreached => 0,
             Status::Annotation => 0,
             Status::Enforced => 1,
             Status::Narrowed(_) => 2,
@@ -65,6 +69,13 @@ impl Report {
                 self.entries.insert(key, status);
             }
         }
+    }
+
+    /// Records a keyword only if it was not recorded yet.
+    pub fn record_if_absent(&mut self, pointer: &str, keyword: &str, status: Status) {
+        self.entries
+            .entry((pointer.to_owned(), keyword.to_owned()))
+            .or_insert(status);
     }
 
     /// All entries, ordered by pointer then keyword.
@@ -110,7 +121,7 @@ impl fmt::Display for Report {
                 &e.pointer
             };
             match &e.status {
-                Status::Annotation => {}
+                Status::Annotation | Status::Unreached => {}
                 Status::Enforced => writeln!(f, "enforced  {ptr} {}", e.keyword)?,
                 Status::Narrowed(why) => writeln!(f, "narrowed  {ptr} {}: {why}", e.keyword)?,
                 Status::Warning(why) => writeln!(f, "warning   {ptr} {}: {why}", e.keyword)?,

@@ -348,6 +348,24 @@ fn the_report_names_every_keyword_at_its_pointer() {
 }
 
 #[test]
+fn keywords_no_instance_reaches_are_reported_as_unreached() {
+    let schema =
+        json!({"$defs": {"unused": {"type": "string", "minLength": 2}}, "type": "integer"});
+    let c = compile(&schema, &Options::default()).unwrap();
+    let status = |ptr: &str, kw: &str| {
+        c.report
+            .entries()
+            .find(|e| e.pointer == ptr && e.keyword == kw)
+            .map(|e| e.status)
+    };
+    assert_eq!(
+        status("/$defs/unused", "minLength"),
+        Some(Status::Unreached)
+    );
+    assert_eq!(status("", "type"), Some(Status::Enforced));
+}
+
+#[test]
 fn strict_turns_warnings_into_refusals() {
     let schema = json!({"type": "array", "uniqueItems": true});
     assert!(compile(&schema, &Options::default()).is_ok());

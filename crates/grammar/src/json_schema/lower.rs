@@ -71,6 +71,7 @@ impl<'a> Compiler<'a> {
                 reason,
             });
         }
+        mark_unreached(&self.res, "", &mut self.report, 0);
         let grammar = self.rules.into_grammar(root);
         let grammar = prune::prune(grammar).ok_or_else(|| {
             let (pointer, reason) = self.empty_at.clone().unwrap_or_else(|| {
@@ -597,5 +598,54 @@ impl Signature {
         self.tags
             .iter()
             .any(|(name, a)| other.tags.iter().any(|(n, b)| n == name && distinct(a, b)))
+    }
+}
+
+/// Records every keyword of every schema in the document that lowering did not reach, so
+/// the report names all of them.
+fn mark_unreached(res: &Resolver, ptr: &str, report: &mut Report, depth: usize) {
+    let Some(Value::Object(map)) = res.get(ptr) else {
+        return;
+    };
+    // The document was parsed by serde_json, whose own nesting limit bounds this walk too.
+    if depth > 512 {
+        return;
+    }
+    for (k, v) in map {
+        report.record_if_absent(ptr, k, Status::Unreached);
+        let sub = format!("{ptr}/{}", super::flatten::escape(k));
+        match (k.as_str(), v) {
+            (
+                "properties" | "patternProperties" | "$defs" | "definitions" | "dependentSchemas"
+                | "dependencies",
+                Value::Object(m),
+            ) => {
+                for name in m.keys() {
+                    let p = format!("{sub}/{}", super::flatten::escape(name));
+                    mark_unreached(res, &p, report, depth + 1);
+                }
+            }
+            ("items" | "prefixItems" | "allOf" | "anyOf" | "oneOf", Value::Array(xs)) => {
+                for i in 0..xs.len() {
+                    mark_unreached(res, &format!("{sub}/{i}"), report, depth + 1);
+                }
+            }
+            (
+                "items"
+                | "additionalProperties"
+                | "additionalItems"
+                | "not"
+                | "if"
+                | "then"
+                | "else"
+                | "contains"
+                | "propertyNames"
+                | "unevaluatedItems"
+                | "unevaluatedProperties"
+                | "contentSchema",
+                Value::Object(_),
+            ) => mark_unreached(res, &sub, report, depth + 1),
+            _ => {}
+        }
     }
 }
