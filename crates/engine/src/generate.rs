@@ -28,8 +28,9 @@ pub trait LogitsSource {
     fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, BoxError>;
 }
 
-/// The vocabulary as the loop needs it. The tokenizer implements this.
-pub trait Vocabulary {
+/// The vocabulary as the loop needs it. The tokenizer implements this. `Sync`: the grammar
+/// thread may read it.
+pub trait Vocabulary: Sync {
     /// The bytes a token stands for in generated text (empty for control tokens).
     fn token_bytes(&self, token: u32) -> &[u8];
     /// The end-of-generation tokens (eos, eot, `<|im_end|>`…).

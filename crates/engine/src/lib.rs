@@ -15,6 +15,7 @@
 pub mod constraint;
 pub mod error;
 pub mod generate;
+pub mod reasoning;
 pub mod request;
 pub mod response;
 pub mod sampler;

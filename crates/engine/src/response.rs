@@ -6,6 +6,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::generate::{Output, StopKind, TokenProbs, Vocabulary};
+use crate::reasoning::split_reasoning;
 use crate::request::{Constraint, Request, ToolCall};
 use crate::tool_calls::parse_tool_output;
 
@@ -50,6 +51,8 @@ pub struct ResponseMeta {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AssistantMessage {
     pub content: Option<String>,
+    /// The reasoning block of a thinking model (`enable_thinking`), without its tags.
+    pub reasoning_content: Option<String>,
     pub tool_calls: Vec<ToolCall>,
     pub finish_reason: FinishReason,
 }
@@ -63,8 +66,13 @@ impl AssistantMessage {
             StopKind::Cancelled => FinishReason::Cancelled,
             StopKind::Eos | StopKind::Word => FinishReason::Stop,
         };
+        let (reasoning_content, text) = if request.enable_thinking == Some(true) {
+            split_reasoning(&out.text)
+        } else {
+            (None, out.text.clone())
+        };
         if let Constraint::Tools(_) = request.constraint
-            && let Some(parsed) = parse_tool_output(&out.text, id_prefix)
+            && let Some(parsed) = parse_tool_output(&text, id_prefix)
         {
             let finish_reason = if parsed.calls.is_empty() || base != FinishReason::Stop {
                 base
@@ -73,12 +81,14 @@ impl AssistantMessage {
             };
             return Self {
                 content: parsed.content,
+                reasoning_content,
                 tool_calls: parsed.calls,
                 finish_reason,
             };
         }
         Self {
-            content: Some(out.text.clone()),
+            content: Some(text),
+            reasoning_content,
             tool_calls: Vec::new(),
             finish_reason: base,
         }
@@ -86,6 +96,9 @@ impl AssistantMessage {
 
     fn to_json(&self) -> Value {
         let mut m = json!({"role": "assistant", "content": self.content});
+        if let Some(r) = &self.reasoning_content {
+            m["reasoning_content"] = json!(r);
+        }
         if !self.tool_calls.is_empty() {
             m["tool_calls"] = Value::Array(self.tool_calls.iter().map(tool_call_json).collect());
         }

@@ -12,8 +12,9 @@ use stampo_grammar::vocab::Vocabulary as GrammarVocabulary;
 use crate::constraint::{self, GrammarConstraint};
 use crate::error::Error;
 use crate::generate::{
-    BoxError, Control, GenerateOptions, LogitsSource, Output, Vocabulary, generate,
+    BoxError, Control, GenerateOptions, LogitsSource, Output, TokenConstraint, Vocabulary, generate,
 };
+use crate::reasoning::Reasoning;
 use crate::request::{Constraint, Endpoint, Message, Prompt, PromptPiece, Request, Tool};
 use crate::response::{
     ResponseMeta, chat_chunk_delta, chat_chunk_start, chat_chunks_end, chat_response,
@@ -85,7 +86,7 @@ impl Session<'_> {
         if let Some(c) = &compiled {
             request.warnings.extend(c.warnings.iter().cloned());
         }
-        let mut matcher = match &compiled {
+        let matcher = match &compiled {
             Some(c) => Some(GrammarConstraint::new(c, Arc::clone(&self.grammar_vocab))?),
             None => None,
         };
@@ -118,12 +119,24 @@ impl Session<'_> {
             cancel: streaming.cancel,
             clock: streaming.clock,
         };
+        // A thinking model may reason freely before the constrained document.
+        let (mut plain, mut reasoning) = match matcher {
+            Some(m) if request.enable_thinking == Some(true) => (
+                None,
+                Some(Reasoning::new(m, self.vocab, self.grammar_vocab.len())),
+            ),
+            other => (other, None),
+        };
+        let constraint: Option<&mut (dyn TokenConstraint + Send)> =
+            match (reasoning.as_mut(), plain.as_mut()) {
+                (Some(r), _) => Some(r),
+                (None, Some(m)) => Some(m),
+                (None, None) => None,
+            };
         let output = generate(
             &mut *self.model,
             self.vocab,
-            matcher
-                .as_mut()
-                .map(|m| m as &mut (dyn crate::generate::TokenConstraint + Send)),
+            constraint,
             &mut sampler,
             &prompt,
             &options,

@@ -239,3 +239,39 @@ fn tool_calls_end_to_end() {
     assert_eq!(call["function"]["arguments"], r#"{"city":"Roma"}"#);
     assert_eq!(done.response["choices"][0]["finish_reason"], "tool_calls");
 }
+
+#[test]
+fn a_thinking_model_reasons_before_the_constrained_answer() {
+    let schema = json!({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"], "additionalProperties": false});
+    let body = json!({
+        "messages": [{"role": "user", "content": "a?"}], "temperature": 0,
+        "chat_template_kwargs": {"enable_thinking": true},
+        "response_format": {"type": "json_schema", "json_schema": {"schema": schema}}
+    });
+    let (done, _, _) = run(body.clone(), "<think>Serve un intero.</think>\n\n{\"a\":7}");
+    let message = &done.expect("ran").response["choices"][0]["message"];
+    assert_eq!(message["reasoning_content"], "Serve un intero.");
+    assert_eq!(message["content"], "{\"a\":7}");
+
+    // Out of budget while thinking: the block is closed and the shortest document follows.
+    let mut short = body.clone();
+    short["max_tokens"] = json!(30);
+    short["finish_in_budget"] = json!(true);
+    let (done, _, _) = run(short, "<think>Ci penso a lungo, molto a lungo, davvero");
+    let done = done.expect("ran");
+    let content = done.response["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("content")
+        .to_string();
+    let v: Value =
+        serde_json::from_str(&content).unwrap_or_else(|e| panic!("{e}: {:?}", done.output.text));
+    assert!(v["a"].is_i64(), "{content}");
+    assert!(done.output.tokens.len() <= 30);
+
+    // Without enable_thinking the same model is held to the schema from the first token.
+    let mut plain = body;
+    plain["chat_template_kwargs"] = json!({});
+    let (done, _, _) = run(plain, "<think>x</think>{\"a\":7}");
+    let done = done.expect("ran");
+    assert!(done.output.text.starts_with('{'), "{:?}", done.output.text);
+}
