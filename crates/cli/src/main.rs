@@ -24,12 +24,24 @@ struct Cli {
 enum Command {
     /// Compile a JSON Schema to GBNF and print the keyword report, or check a GBNF file.
     Grammar(commands::grammar::Args),
+    /// Print a model file's metadata and tensor table (like llama.cpp's gguf-dump).
+    Inspect(commands::inspect::Args),
+    /// Tokenize text with a model's tokenizer; prints the ids as a JSON array.
+    Tokenize(commands::tokenize::Args),
+    /// Turn token ids (a JSON array) back into text.
+    Detokenize(commands::tokenize::DetokenizeArgs),
+    /// Render a conversation with the model's chat template.
+    Template(commands::template::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Grammar(args) => commands::grammar::run(&args),
+        Command::Inspect(args) => commands::inspect::run(&args),
+        Command::Tokenize(args) => commands::tokenize::run(&args),
+        Command::Detokenize(args) => commands::tokenize::run_detokenize(&args),
+        Command::Template(args) => commands::template::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,3 +1,7 @@
 //! One module per subcommand.
 
 pub mod grammar;
+pub mod inspect;
+pub mod model_file;
+pub mod template;
+pub mod tokenize;
