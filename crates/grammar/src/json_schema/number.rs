@@ -685,49 +685,19 @@ pub fn lower(
         }
         return Ok(alt(values.iter().map(|v| lit(v)).collect()));
     }
-    // Unbounded (or bounded only at zero) integer steps: a remainder automaton.
-    let at_zero = |b: &Option<Bound>| b.as_ref().is_none_or(|b| b.value.is_zero());
-    if e == 0 && hi.is_none() && at_zero(&lo) && m <= i128::from(c.opts.limits.max_enumerated) {
-        let k = m as u32;
-        let auto = multiples_automaton(k);
-        let ids: Vec<_> = (0..k)
-            .map(|r| c.rules.reserve(&format!("multiple-of-{k}-r{r}")))
-            .collect();
-        for (r, edges) in auto.iter().enumerate() {
-            let mut alts: Vec<Expr> = edges
-                .iter()
-                .map(|&(a, b, to)| {
-                    seq(vec![
-                        digit_range(a + b'0', b + b'0'),
-                        Expr::Rule(ids[to as usize]),
-                    ])
-                })
-                .collect();
-            if r == 0 {
-                alts.insert(0, Expr::Empty);
-            }
-            c.rules.define(ids[r], alt(alts));
+    // Integer steps with at most one bound: remainder automata for the unbounded side.
+    if e == 0 && (lo.is_none() || hi.is_none()) && m <= i128::from(c.opts.limits.max_enumerated) {
+        let lo_int = lo
+            .as_ref()
+            .and_then(|b| b.value.ceil(b.exclusive).scaled())
+            .map(|(v, _)| v);
+        let hi_int = hi
+            .as_ref()
+            .and_then(|b| b.value.floor(b.exclusive).scaled())
+            .map(|(v, _)| v);
+        if let Some(e) = integer_multiples(c, m as u32, lo_int, hi_int) {
+            return Ok(e);
         }
-        // A positive multiple: a non-zero first digit d, then the digits bringing d mod k to 0.
-        let positive = alt((1..=9u32)
-            .map(|d| {
-                seq(vec![
-                    digit_range(d as u8 + b'0', d as u8 + b'0'),
-                    Expr::Rule(ids[(d % k) as usize]),
-                ])
-            })
-            .collect());
-        let positive = c.rules.add(&format!("positive-multiple-of-{k}"), positive);
-        let mut alts = Vec::new();
-        let zero_ok = lo.as_ref().is_none_or(|b| !b.exclusive);
-        if zero_ok {
-            alts.push(lit("0"));
-        }
-        alts.push(Expr::Rule(positive));
-        if lo.is_none() {
-            alts.push(seq(vec![lit("-"), Expr::Rule(positive)]));
-        }
-        return Ok(alt(alts));
     }
     c.warn(
         &step_ptr,
@@ -776,4 +746,137 @@ fn format_scaled(v: i128, e: u32) -> String {
         }
     };
     if neg { format!("-{body}") } else { body }
+}
+
+/// Integer multiples of `k` at or above `lo` (or at or below `hi`; one side open), or
+/// `None` when the bounded side has too many values to enumerate.
+fn integer_multiples(
+    c: &mut super::lower::Compiler,
+    k: u32,
+    lo: Option<i128>,
+    hi: Option<i128>,
+) -> Option<Expr> {
+    let max = c.opts.limits.max_enumerated;
+    let mut auto = Multiples::new(c, k);
+    let literals = |from: i128, to: i128| -> Option<Vec<Expr>> {
+        let kk = i128::from(k);
+        let first = from.div_euclid(kk) + i128::from(from.rem_euclid(kk) != 0);
+        let last = to.div_euclid(kk);
+        if last - first >= i128::from(max) {
+            return None;
+        }
+        Some((first..=last).map(|q| lit(&(q * kk).to_string())).collect())
+    };
+    let mut alts = Vec::new();
+    match (lo, hi) {
+        (None, None) => {
+            alts.extend([
+                lit("0"),
+                auto.positive(c, 1),
+                seq(vec![lit("-"), auto.positive(c, 1)]),
+            ]);
+        }
+        (Some(l), None) if l <= 0 => {
+            alts.extend(literals(l, -1)?);
+            alts.extend([lit("0"), auto.positive(c, 1)]);
+        }
+        (Some(l), None) => alts.push(auto.at_least(c, l as u128, &literals)?),
+        (None, Some(h)) if h >= 0 => {
+            alts.extend(literals(0, h)?);
+            alts.push(seq(vec![lit("-"), auto.positive(c, 1)]));
+        }
+        (None, Some(h)) => {
+            // x <= h < 0: "-" and a multiple of at least -h.
+            let neg = |from: i128, to: i128| literals(from, to);
+            alts.push(seq(vec![
+                lit("-"),
+                auto.at_least(c, h.unsigned_abs(), &neg)?,
+            ]));
+        }
+        (Some(_), Some(_)) => return None,
+    }
+    Some(alt(alts))
+}
+
+/// Remainder automata for multiples of `k`: rule `r` matches the digit strings that take
+/// remainder `r` to 0.
+struct Multiples {
+    k: u32,
+    rem: Vec<crate::ir::RuleId>,
+}
+
+impl Multiples {
+    fn new(c: &mut super::lower::Compiler, k: u32) -> Self {
+        let auto = multiples_automaton(k);
+        let rem: Vec<_> = (0..k)
+            .map(|r| c.rules.reserve(&format!("multiple-of-{k}-r{r}")))
+            .collect();
+        for (r, edges) in auto.iter().enumerate() {
+            let mut alts: Vec<Expr> = edges
+                .iter()
+                .map(|&(a, b, to)| {
+                    seq(vec![
+                        digit_range(a + b'0', b + b'0'),
+                        Expr::Rule(rem[to as usize]),
+                    ])
+                })
+                .collect();
+            if r == 0 {
+                alts.insert(0, Expr::Empty);
+            }
+            c.rules.define(rem[r], alt(alts));
+        }
+        Multiples { k, rem }
+    }
+
+    /// Positive multiples with at least `min_digits` digits: a non-zero first digit, then
+    /// `min_digits - 1` digits tracked by remainder, then any digits reaching remainder 0.
+    fn positive(&mut self, c: &mut super::lower::Compiler, min_digits: u32) -> Expr {
+        let k = self.k;
+        // chain[j][r]: exactly j more digits are required, current remainder r.
+        let mut level: Vec<Expr> = self.rem.iter().map(|&id| Expr::Rule(id)).collect();
+        for j in 1..min_digits {
+            let next: Vec<Expr> = (0..k)
+                .map(|r| {
+                    let body = alt((0..10u32)
+                        .map(|d| {
+                            seq(vec![
+                                digit_range(d as u8 + b'0', d as u8 + b'0'),
+                                level[((r * 10 + d) % k) as usize].clone(),
+                            ])
+                        })
+                        .collect());
+                    Expr::Rule(c.rules.add(&format!("multiple-of-{k}-len{j}-r{r}"), body))
+                })
+                .collect();
+            level = next;
+        }
+        let body = alt((1..=9u32)
+            .map(|d| {
+                seq(vec![
+                    digit_range(d as u8 + b'0', d as u8 + b'0'),
+                    level[(d % k) as usize].clone(),
+                ])
+            })
+            .collect());
+        Expr::Rule(c.rules.add(&format!("positive-multiple-of-{k}"), body))
+    }
+
+    /// Multiples of at least `l` (> 0): those with as many digits as `l`, listed, and any
+    /// with more digits.
+    fn at_least(
+        &mut self,
+        c: &mut super::lower::Compiler,
+        l: u128,
+        literals: &dyn Fn(i128, i128) -> Option<Vec<Expr>>,
+    ) -> Option<Expr> {
+        let digits = l.to_string().len() as u32;
+        if u64::from(self.k) * u64::from(digits) > 20_000 {
+            return None;
+        }
+        let top = 10i128.checked_pow(digits)? - 1;
+        let mut alts = literals(i128::try_from(l).ok()?, top)?;
+        alts.push(self.positive(c, digits + 1));
+        Some(alt(alts))
+    }
 }
