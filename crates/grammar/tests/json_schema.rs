@@ -421,6 +421,23 @@ fn bad_input_is_a_located_error() {
         err(r#"{"type": "string", "minLength": 100000}"#),
         SchemaError::LimitExceeded { .. }
     ));
+    // Deep nesting is a budget error, not a stack overflow.
+    let mut deep = String::from("{}");
+    for _ in 0..120 {
+        deep = format!(r#"{{"type": "array", "items": {deep}}}"#);
+    }
+    let shallow = Options {
+        limits: stampo_grammar::json_schema::SchemaLimits {
+            max_depth: 50,
+            ..Default::default()
+        },
+        ..Options::default()
+    };
+    assert!(matches!(
+        compile_str(&deep, &shallow),
+        Err(SchemaError::LimitExceeded { .. })
+    ));
+    assert!(compile_str(&deep, &Options::default()).is_ok());
     let e = err(r#"{"properties": {"a": {"minimum": "x"}}}"#);
     assert!(e.to_string().starts_with("#/properties/a/minimum"), "{e}");
 }

@@ -30,6 +30,8 @@ pub struct Compiler<'a> {
     pub report: Report,
     /// The first place found to accept nothing, for the error when the root does.
     pub empty_at: Option<(String, String)>,
+    /// How many conjunctions are being lowered, nested.
+    depth: usize,
 }
 
 impl<'a> Compiler<'a> {
@@ -48,6 +50,7 @@ impl<'a> Compiler<'a> {
             shared: HashMap::new(),
             report: Report::default(),
             empty_at: None,
+            depth: 0,
         })
     }
 
@@ -133,12 +136,22 @@ impl<'a> Compiler<'a> {
             });
         }
         let hint = conj.name_hint();
+        if self.depth >= self.opts.limits.max_depth {
+            return Err(SchemaError::LimitExceeded {
+                pointer: hint,
+                what: "the nesting depth of subschemas",
+                value: self.depth as u64 + 1,
+                max: self.opts.limits.max_depth as u64,
+            });
+        }
         let id = self
             .rules
             .reserve(if hint.is_empty() { "root" } else { &hint });
         self.memo.insert(key, id);
-        let body = self.lower_body(conj)?;
-        self.rules.define(id, body);
+        self.depth += 1;
+        let body = self.lower_body(conj);
+        self.depth -= 1;
+        self.rules.define(id, body?);
         Ok(rule(id))
     }
 

@@ -75,6 +75,9 @@ pub struct SchemaLimits {
     pub max_enumerated: u32,
     /// Most digits in a numeric bound (`minimum: 1e300` has 301). Default 400.
     pub max_digits: usize,
+    /// Deepest nesting of subschemas being lowered at once (a property of an item of a
+    /// property…). Default 200. Cost: native stack (and wasm's smaller one).
+    pub max_depth: usize,
 }
 
 impl Default for SchemaLimits {
@@ -84,6 +87,7 @@ impl Default for SchemaLimits {
             max_repetition: 2_000,
             max_enumerated: 1_000,
             max_digits: 400,
+            max_depth: 200,
         }
     }
 }
