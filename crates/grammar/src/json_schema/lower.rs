@@ -302,6 +302,25 @@ impl<'a> Compiler<'a> {
             if kept.is_empty() {
                 return Ok(self.empty(&ptr, "no enum/const value satisfies the other keywords"));
             }
+            // Objects and arrays in an enum are not checked against sibling object/array
+            // keywords (only their type is).
+            let compound = kept.iter().any(|v| v.is_object() || v.is_array());
+            let has_shape = !c.objs.is_empty()
+                || !c.required.is_empty()
+                || c.min_props > 0
+                || c.max_props.is_some()
+                || !c.arrs.is_empty()
+                || c.min_items > 0
+                || c.max_items.is_some()
+                || !c.contains.is_empty();
+            if compound && has_shape {
+                let at = ptr.rsplit_once('/').map_or("", |(p, _)| p).to_owned();
+                self.warn(
+                    &at,
+                    "enum",
+                    "object/array values are not checked against sibling keywords",
+                );
+            }
             let mut alts = Vec::with_capacity(kept.len());
             for v in kept {
                 alts.push(literal::value(self, v, &ptr)?);
@@ -469,7 +488,18 @@ impl<'a> Compiler<'a> {
         match v {
             Value::String(s) => {
                 let n = s.chars().count() as u64;
-                n >= c.min_len.0 && c.max_len.as_ref().is_none_or(|(m, _)| n <= *m)
+                let regex_ok = |p: &str| {
+                    regex_automata::meta::Regex::new(p)
+                        .map(|r| r.is_match(s))
+                        .unwrap_or(false)
+                };
+                n >= c.min_len.0
+                    && c.max_len.as_ref().is_none_or(|(m, _)| n <= *m)
+                    && c.patterns.iter().all(|(_, p)| regex_ok(p))
+                    && c.formats
+                        .iter()
+                        .all(|(_, f)| super::format::pattern(f).is_none_or(|p| regex_ok(&p)))
+                    && !c.not_strings.contains(&s.as_str())
             }
             Value::Number(n) => {
                 let Some(d) = number::Dec::from_number(n) else {
@@ -487,7 +517,7 @@ impl<'a> Compiler<'a> {
                     } else {
                         d <= b.value
                     }
-                })
+                }) && c.multiple_of.iter().all(|(_, step)| is_multiple(&d, step))
             }
             _ => true,
         }
@@ -660,5 +690,22 @@ fn mark_unreached(res: &Resolver, ptr: &str, report: &mut Report, depth: usize) 
             ) => mark_unreached(res, &sub, report, depth + 1),
             _ => {}
         }
+    }
+}
+
+/// Whether `d` is an integer multiple of `step` (exact decimal arithmetic; values too
+/// large to compute count as not multiples, so they are dropped rather than wrongly kept).
+fn is_multiple(d: &number::Dec, step: &number::Dec) -> bool {
+    match (d.scaled(), step.scaled()) {
+        (Some((dm, de)), Some((sm, se))) if sm != 0 => {
+            let e = de.max(se);
+            let scale =
+                |m: i128, from: u32| 10i128.checked_pow(e - from).and_then(|p| m.checked_mul(p));
+            match (scale(dm, de), scale(sm, se)) {
+                (Some(a), Some(b)) => a % b == 0,
+                _ => false,
+            }
+        }
+        _ => false,
     }
 }
