@@ -495,4 +495,13 @@ fn the_grammar_prints_as_gbnf_the_parser_reads_back() {
         assert!(accepts(&back, doc.as_bytes()), "{doc}\n{text}");
     }
     assert!(!accepts(&back, b"{\"n\":13}"));
+    // llama.cpp starts from `root`, whatever the schema.
+    for schema in [
+        json!(true),
+        json!({}),
+        json!({"$ref": "#/$defs/a", "$defs": {"a": {"type": "null"}}}),
+    ] {
+        let g = compile(&schema, &Options::default()).unwrap().grammar;
+        assert_eq!(g.rule(g.root.unwrap()).name, "root", "{schema}");
+    }
 }

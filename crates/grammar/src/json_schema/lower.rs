@@ -57,8 +57,9 @@ impl<'a> Compiler<'a> {
     pub fn run(mut self) -> Result<Compiled, SchemaError> {
         let mut conj = Conj::default();
         self.res.flatten("", &mut conj)?;
+        // llama.cpp starts from the rule named `root`.
         let root = match self.lower(conj)? {
-            Expr::Rule(id) => id,
+            Expr::Rule(id) if self.rules.name(id) == "root" => id,
             other => self.rules.add("root", other),
         };
         if self.opts.strict

@@ -37,6 +37,10 @@ impl RuleSet {
         id
     }
 
+    pub fn name(&self, id: RuleId) -> &str {
+        &self.rules[id.0 as usize].name
+    }
+
     pub fn len(&self) -> usize {
         self.rules.len()
     }
