@@ -81,6 +81,7 @@ item ::= "\"yes\"" | "\"no\"""#
         let compiled = constraint::compile(&c, false)?.ok_or("no constraint")?;
         let mut all_us = Vec::new();
         let (mut tokens, mut decode_ms) = (0usize, 0.0f64);
+        let (mut ff_tokens, mut ff_forced, mut ff_passes) = (0usize, 0usize, 0usize);
         for seed in 0..5u32 {
             let mut m = GrammarConstraint::new(&compiled, Arc::clone(&gv))?;
             let params = SamplingParams {
@@ -97,6 +98,7 @@ item ::= "\"yes\"" | "\"no\"""#
                 finish_in_budget: true,
                 n_ctx: 4096,
                 overlap: false,
+                fast_forward: false,
             };
             let mut on_event = |_: &stampo_engine::Event<'_>| ControlFlow::Continue(());
             let mut control = Control {
@@ -120,6 +122,41 @@ item ::= "\"yes\"" | "\"no\"""#
             tokens += out.tokens.len();
             decode_ms += out.timings.predicted_ms;
             let s = out.mask_stats.ok_or("no stats")?;
+            // The same request with fast-forward: how many tokens skip sampling and how
+            // many forward passes remain.
+            let mut m = GrammarConstraint::new(&compiled, Arc::clone(&gv))?;
+            let params = SamplingParams {
+                temperature: 1.0,
+                seed: Some(seed),
+                ..SamplingParams::default()
+            };
+            let mut sampler = Sampler::new(params, 0, 4096);
+            let mut model = Noise {
+                state: u64::from(seed),
+                n: n_vocab,
+            };
+            let ff_opts = GenerateOptions {
+                fast_forward: true,
+                ..opts.clone()
+            };
+            let mut on_event = |_: &stampo_engine::Event<'_>| ControlFlow::Continue(());
+            let mut control = Control {
+                on_event: &mut on_event,
+                cancel: None,
+                clock: &clock,
+            };
+            let ff = generate(
+                &mut model,
+                &text,
+                Some(&mut m),
+                &mut sampler,
+                &[1],
+                &ff_opts,
+                &mut control,
+            )?;
+            ff_tokens += ff.tokens.len();
+            ff_forced += ff.fast_forwarded;
+            ff_passes += ff.forward_passes;
             // Re-derive the per-step samples' summary across runs from each run's own.
             all_us.push((s.steps, s.mean_us, s.p99_us, s.max_us));
         }
@@ -131,6 +168,10 @@ item ::= "\"yes\"" | "\"no\"""#
             "{name:>18}: {steps} grammar steps, mean {mean:.1} µs, worst per-run p99 {p99:.1} µs, max {max:.1} µs; \
              loop without a model {:.1} µs/token",
             decode_ms * 1e3 / tokens as f64
+        );
+        println!(
+            "{:>18}  fast-forward: {ff_forced} of {ff_tokens} tokens appended without sampling, {ff_passes} forward passes",
+            ""
         );
     }
 

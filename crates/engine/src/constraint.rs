@@ -138,6 +138,14 @@ impl TokenConstraint for GrammarConstraint {
     fn closing_bytes(&mut self) -> Option<Vec<u8>> {
         self.matcher.closing_bytes()
     }
+
+    fn forced_bytes(&mut self) -> Vec<u8> {
+        self.matcher.forced_bytes()
+    }
+
+    fn allows(&mut self, token: u32) -> bool {
+        self.matcher.is_token_allowed(token)
+    }
 }
 
 fn boxed(e: GrammarError) -> BoxError {

@@ -35,6 +35,11 @@ pub trait Vocabulary: Sync {
     fn token_bytes(&self, token: u32) -> &[u8];
     /// The end-of-generation tokens (eos, eot, `<|im_end|>`…).
     fn end_of_generation(&self) -> &[u32];
+    /// Tokenizes generated text (no BOS, no special tokens), for fast-forwarding bytes the
+    /// grammar forces. `None` when the vocabulary cannot.
+    fn tokenize(&self, _bytes: &[u8]) -> Option<Vec<u32>> {
+        None
+    }
 }
 
 /// Says which tokens may come next. The grammar matcher implements this.
@@ -55,6 +60,15 @@ pub trait TokenConstraint {
     /// The mask cache's hit rate, if it keeps one.
     fn cache_hit_rate(&self) -> Option<f64> {
         None
+    }
+    /// The bytes every continuation must start with (for fast-forward); empty if unknown.
+    fn forced_bytes(&mut self) -> Vec<u8> {
+        Vec::new()
+    }
+    /// Whether `token` may come next, without committing it. The default knows nothing and
+    /// says no, which turns fast-forward off.
+    fn allows(&mut self, _token: u32) -> bool {
+        false
     }
 }
 
@@ -104,6 +118,10 @@ pub struct GenerateOptions {
     /// Compute the next mask on a second thread while the model runs (ignored in wasm,
     /// where the browser overlaps GPU work with the mask instead).
     pub overlap: bool,
+    /// Append the tokens of bytes the grammar forces without sampling them, fed to the model
+    /// in one batch. The last token of a forced run is left to sampling, since the model may
+    /// merge it with what follows.
+    pub fast_forward: bool,
 }
 
 impl GenerateOptions {
@@ -116,6 +134,7 @@ impl GenerateOptions {
             finish_in_budget: request.finish_in_budget,
             n_ctx,
             overlap: cfg!(not(target_arch = "wasm32")),
+            fast_forward: request.fast_forward,
         }
     }
 }
@@ -136,6 +155,10 @@ pub struct Output {
     pub timings: Timings,
     /// Present when a constraint was applied.
     pub mask_stats: Option<MaskStats>,
+    /// Tokens appended by fast-forward, without sampling (included in `tokens`).
+    pub fast_forwarded: usize,
+    /// Forward passes after the prompt's (one per sampled token, batches counting once).
+    pub forward_passes: usize,
 }
 
 /// What a caller hands the loop besides the model: streaming, cancellation, the clock.
@@ -184,13 +207,14 @@ pub fn generate(
     }
     let n_vocab = logits.len();
     let mut tokens = Vec::new();
-    let mut bytes: Vec<u8> = Vec::new();
-    let mut sent = 0usize;
+    let mut out_text = TextOut::default();
+    let mut fast_forwarded = 0usize;
+    let mut forward_passes = 0usize;
     let mut probs = Vec::new();
     let mut stopping_word = None;
     let mut truncated = false;
 
-    let stop = loop {
+    let stop = 'generation: loop {
         if control.cancel.is_some_and(|c| c.load(Ordering::Relaxed)) {
             break StopKind::Cancelled;
         }
@@ -263,17 +287,7 @@ pub fn generate(
             }
             break StopKind::Eos;
         }
-        let piece = vocab.token_bytes(token);
-        bytes.extend_from_slice(piece);
-        let (settled, word) = match scanner.scan(&bytes, piece.len()) {
-            Scan::Stop { at, word } => {
-                bytes.truncate(at);
-                (bytes.len(), Some(word))
-            }
-            Scan::Continue { safe } => (safe, None),
-        };
-        let text = String::from_utf8_lossy(&bytes[sent.min(settled)..settled]).into_owned();
-        sent = sent.max(settled);
+        let (text, word) = out_text.push(&scanner, vocab.token_bytes(token));
         let flow = (control.on_event)(&Event {
             token,
             text: &text,
@@ -296,11 +310,44 @@ pub fn generate(
             // Do not pay for logits nobody will use.
             break StopKind::Limit;
         }
+        let mut feed = vec![token];
+        let mut committed = false;
+        if options.fast_forward
+            && let Some(c) = constraint.as_deref_mut()
+        {
+            c.commit(token).map_err(Error::Matcher)?;
+            committed = true;
+            // Leave room for at least one sampled token within both limits.
+            let left = options
+                .n_predict
+                .map_or(usize::MAX, |n| n as usize - tokens.len());
+            let ctx_left = options.n_ctx.saturating_sub(prompt.len() + tokens.len());
+            for t in forced_tokens(c, vocab, left.min(ctx_left).saturating_sub(1))? {
+                sampler.accept(t);
+                tokens.push(t);
+                feed.push(t);
+                fast_forwarded += 1;
+                let (text, word) = out_text.push(&scanner, vocab.token_bytes(t));
+                let flow = (control.on_event)(&Event {
+                    token: t,
+                    text: &text,
+                    probs: None,
+                });
+                if let Some(w) = word {
+                    stopping_word = Some(w);
+                    break 'generation StopKind::Word;
+                }
+                if flow.is_break() {
+                    break 'generation StopKind::Cancelled;
+                }
+            }
+        }
+        forward_passes += 1;
         logits = advance(
             model,
             constraint.as_deref_mut(),
-            Some(token),
-            &[token],
+            (!committed).then_some(token),
+            &feed,
             &mut mask,
             options.overlap,
             clock,
@@ -310,8 +357,8 @@ pub fn generate(
 
     // Whatever was held back (an unfinished stop-string prefix, a partial character) is
     // settled now that nothing follows.
-    if sent < bytes.len() && stop != StopKind::Word {
-        let rest = String::from_utf8_lossy(&bytes[sent..]).into_owned();
+    if out_text.sent < out_text.bytes.len() && stop != StopKind::Word {
+        let rest = String::from_utf8_lossy(&out_text.bytes[out_text.sent..]).into_owned();
         let last = tokens.last().copied().unwrap_or(0);
         let _ = (control.on_event)(&Event {
             token: last,
@@ -325,7 +372,7 @@ pub fn generate(
         .as_deref()
         .map(|c| MaskStats::from_samples(&grammar_us, decode_ms, c.cache_hit_rate()));
     Ok(Output {
-        text: String::from_utf8_lossy(&bytes).into_owned(),
+        text: String::from_utf8_lossy(&out_text.bytes).into_owned(),
         n_prompt: prompt.len(),
         timings: Timings::new(prompt.len(), t_prompt - t_start, tokens.len(), decode_ms),
         tokens,
@@ -334,7 +381,62 @@ pub fn generate(
         truncated,
         probs,
         mask_stats,
+        fast_forwarded,
+        forward_passes,
     })
+}
+
+/// The generated bytes and how far they have been streamed.
+#[derive(Default)]
+struct TextOut {
+    bytes: Vec<u8>,
+    sent: usize,
+}
+
+impl TextOut {
+    /// Appends a token's bytes; returns the text now settled and the stop string it
+    /// completed, if any (the text is then cut before it).
+    fn push(&mut self, scanner: &StopScanner, piece: &[u8]) -> (String, Option<String>) {
+        self.bytes.extend_from_slice(piece);
+        let (settled, word) = match scanner.scan(&self.bytes, piece.len()) {
+            Scan::Stop { at, word } => {
+                self.bytes.truncate(at);
+                (self.bytes.len(), Some(word))
+            }
+            Scan::Continue { safe } => (safe, None),
+        };
+        let text =
+            String::from_utf8_lossy(&self.bytes[self.sent.min(settled)..settled]).into_owned();
+        self.sent = self.sent.max(settled);
+        (text, word)
+    }
+}
+
+/// The tokens of the bytes the constraint forces, committed to it, at most `max`. The last
+/// token of the run is not taken: the model may join its bytes with what comes next.
+fn forced_tokens(
+    c: &mut (dyn TokenConstraint + Send + '_),
+    vocab: &dyn Vocabulary,
+    max: usize,
+) -> Result<Vec<u32>, Error> {
+    let bytes = c.forced_bytes();
+    if bytes.is_empty() || max == 0 {
+        return Ok(Vec::new());
+    }
+    let Some(mut run) = vocab.tokenize(&bytes) else {
+        return Ok(Vec::new());
+    };
+    run.pop();
+    run.truncate(max);
+    let mut taken = Vec::with_capacity(run.len());
+    for t in run {
+        if !c.allows(t) {
+            break;
+        }
+        c.commit(t).map_err(Error::Matcher)?;
+        taken.push(t);
+    }
+    Ok(taken)
 }
 
 /// One step of work after a token is chosen (or, with `token: None`, after the prompt): the

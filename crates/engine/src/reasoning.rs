@@ -178,6 +178,17 @@ impl<C: TokenConstraint> TokenConstraint for Reasoning<'_, C> {
     fn cache_hit_rate(&self) -> Option<f64> {
         self.inner.cache_hit_rate()
     }
+
+    fn forced_bytes(&mut self) -> Vec<u8> {
+        match self.phase {
+            Phase::Constrained => self.inner.forced_bytes(),
+            _ => Vec::new(),
+        }
+    }
+
+    fn allows(&mut self, token: u32) -> bool {
+        self.phase == Phase::Constrained && self.inner.allows(token)
+    }
 }
 
 /// Splits generated text into the reasoning block and the answer after it (llama.cpp's

@@ -71,6 +71,11 @@ impl Vocabulary for TokenizerText {
     fn end_of_generation(&self) -> &[u32] {
         &self.eog
     }
+
+    fn tokenize(&self, bytes: &[u8]) -> Option<Vec<u32>> {
+        let text = std::str::from_utf8(bytes).ok()?;
+        Some(self.tokenizer.encode(text, false, false))
+    }
 }
 
 impl PromptEncoder for TokenizerText {

@@ -90,6 +90,7 @@ fn options(n_predict: Option<u32>) -> GenerateOptions {
         finish_in_budget: false,
         n_ctx: 4096,
         overlap: false,
+        fast_forward: false,
     }
 }
 

@@ -37,6 +37,8 @@ fn output(text: &str, stop: StopKind) -> Output {
         probs: Vec::new(),
         timings: Timings::new(7, 14.0, text.len(), 20.0),
         mask_stats: Some(MaskStats::from_samples(&[10.0, 30.0], 20.0, None)),
+        fast_forwarded: 0,
+        forward_passes: text.len(),
     }
 }
 

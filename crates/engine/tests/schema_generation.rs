@@ -36,6 +36,10 @@ impl Vocabulary for Vocab {
     fn end_of_generation(&self) -> &[u32] {
         &[EOS]
     }
+    /// One token per byte: the byte's own id.
+    fn tokenize(&self, bytes: &[u8]) -> Option<Vec<u32>> {
+        Some(bytes.iter().map(|&b| u32::from(b)).collect())
+    }
 }
 
 /// Arbitrary logits in [-4, 4) from a 64-bit LCG (Knuth's MMIX constants), fixed seed.
@@ -56,6 +60,16 @@ impl LogitsSource for NoisyModel {
 }
 
 fn generate_under(c: &Constraint, seed: u32, n_predict: u32) -> (String, StopKind) {
+    let out = generate_with(c, seed, n_predict, false);
+    (out.text, out.stop)
+}
+
+fn generate_with(
+    c: &Constraint,
+    seed: u32,
+    n_predict: u32,
+    fast_forward: bool,
+) -> stampo_engine::Output {
     let compiled = constraint::compile(c, false)
         .expect("compiles")
         .expect("a constraint");
@@ -79,6 +93,7 @@ fn generate_under(c: &Constraint, seed: u32, n_predict: u32) -> (String, StopKin
         finish_in_budget: true,
         n_ctx: 4096,
         overlap: true,
+        fast_forward,
     };
     let clock = StdClock::default();
     let mut on_event = |_: &stampo_engine::Event<'_>| ControlFlow::Continue(());
@@ -88,7 +103,7 @@ fn generate_under(c: &Constraint, seed: u32, n_predict: u32) -> (String, StopKin
         clock: &clock,
     };
     let mut model = NoisyModel(u64::from(seed) + 1);
-    let out = generate(
+    generate(
         &mut model,
         &Vocab(pieces()),
         Some(&mut matcher),
@@ -97,8 +112,7 @@ fn generate_under(c: &Constraint, seed: u32, n_predict: u32) -> (String, StopKin
         &opts,
         &mut control,
     )
-    .expect("generation succeeds");
-    (out.text, out.stop)
+    .expect("generation succeeds")
 }
 
 fn person_schema() -> Value {
@@ -225,4 +239,37 @@ fn unenforced_keywords_come_back_as_warnings_or_refusals_in_strict_mode() {
         constraint::compile(&Constraint::JsonSchema(schema), true),
         Err(Error::Schema { .. })
     ));
+}
+
+#[test]
+fn fast_forward_appends_forced_text_without_sampling_it() {
+    let schema = person_schema();
+    for seed in 0..6 {
+        let slow = generate_with(&Constraint::JsonSchema(schema.clone()), seed, 120, false);
+        let fast = generate_with(&Constraint::JsonSchema(schema.clone()), seed, 120, true);
+        assert_eq!(slow.fast_forwarded, 0);
+        assert_eq!(
+            slow.forward_passes,
+            slow.tokens.len() - 1,
+            "one pass per token but the last"
+        );
+        // Property names are forced once their opening quote is out (whitespace may come
+        // between JSON tokens, so less is forced around them).
+        assert!(
+            fast.fast_forwarded >= 3,
+            "seed {seed}: {}",
+            fast.fast_forwarded
+        );
+        assert!(
+            fast.forward_passes + fast.fast_forwarded <= fast.tokens.len(),
+            "seed {seed}"
+        );
+        let v: Value = serde_json::from_str(&fast.text)
+            .unwrap_or_else(|e| panic!("seed {seed}: {e}: {}", fast.text));
+        assert!(
+            v["eta"].as_i64().is_some_and(|e| (0..=120).contains(&e)),
+            "seed {seed}: {}",
+            fast.text
+        );
+    }
 }

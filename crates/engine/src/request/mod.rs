@@ -129,6 +129,9 @@ pub struct Request {
     /// stampo's `finish_in_budget`: near `n_predict`, steer to the grammar's shortest ending
     /// instead of cutting the document (`finish_reason` stays `stop`).
     pub finish_in_budget: bool,
+    /// stampo's `fast_forward`: append the tokens of text the grammar forces without
+    /// sampling them (one batched forward pass instead of one per token).
+    pub fast_forward: bool,
     pub warnings: Vec<Warning>,
 }
 
@@ -308,6 +311,7 @@ impl Request {
             enable_thinking: None,
             add_generation_prompt: true,
             finish_in_budget: f.bool("finish_in_budget", false)?,
+            fast_forward: f.bool("fast_forward", false)?,
             warnings,
         })
     }
