@@ -24,6 +24,8 @@ struct Cli {
 enum Command {
     /// Compile a JSON Schema to GBNF and print the keyword report, or check a GBNF file.
     Grammar(commands::grammar::Args),
+    /// Benchmarks (`stampo bench grammar`).
+    Bench(commands::bench::Args),
     /// Print a model file's metadata and tensor table (like llama.cpp's gguf-dump).
     Inspect(commands::inspect::Args),
     /// Tokenize text with a model's tokenizer; prints the ids as a JSON array.
@@ -38,6 +40,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Grammar(args) => commands::grammar::run(&args),
+        Command::Bench(args) => commands::bench::run(&args),
         Command::Inspect(args) => commands::inspect::run(&args),
         Command::Tokenize(args) => commands::tokenize::run(&args),
         Command::Detokenize(args) => commands::tokenize::run_detokenize(&args),

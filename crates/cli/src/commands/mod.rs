@@ -1,5 +1,6 @@
 //! One module per subcommand.
 
+pub mod bench;
 pub mod grammar;
 pub mod inspect;
 pub mod model_file;
