@@ -22,11 +22,12 @@
 //!   also be escaped where no pattern, format or property name constrains them.
 //!
 //! # Structure
-//! [`flatten`] gathers the schema objects that apply together (following `$ref` and
+//! `flatten` gathers the schema objects that apply together (following `$ref` and
 //! `allOf`) into a conjunction; each distinct conjunction becomes one rule, so recursion
-//! through `$ref` becomes recursion between rules. [`lower`] picks `anyOf`/`oneOf` branches
-//! apart and dispatches on type to [`object`], [`array`], [`string`], [`number`] and
-//! [`literal`]; [`prune`] removes what can never match and finds recursion with no base case.
+//! through `$ref` becomes recursion between rules. `lower` picks `anyOf`/`oneOf` branches
+//! apart and dispatches on type to the modules `object`, `array`, `string`, `number` (with
+//! `multiple` for `multipleOf`) and `literal`; `prune` removes what can never match and
+//! finds recursion with no base case.
 
 mod array;
 mod constraints;
@@ -36,6 +37,7 @@ mod format;
 mod keywords;
 mod literal;
 mod lower;
+mod multiple;
 mod number;
 mod object;
 mod prune;

@@ -250,7 +250,7 @@ fn digit() -> Expr {
     class(&[('0', '9')])
 }
 
-fn digit_range(lo: u8, hi: u8) -> Expr {
+pub(super) fn digit_range(lo: u8, hi: u8) -> Expr {
     if lo == hi {
         lit(&(lo as char).to_string())
     } else {
@@ -593,25 +593,6 @@ fn exponent() -> Expr {
     ])
 }
 
-/// Non-negative integer multiples of `k` (k ≥ 2), as a remainder automaton: rule `r`
-/// matches the digit strings that bring remainder `r` to 0. Returns the rule bodies
-/// (index = remainder) and the start expression over them; the caller names the rules.
-pub fn multiples_automaton(k: u32) -> Vec<Vec<(u8, u8, u32)>> {
-    (0..k)
-        .map(|r| {
-            let mut edges: Vec<(u8, u8, u32)> = Vec::new();
-            for d in 0..10u32 {
-                let to = (r * 10 + d) % k;
-                match edges.last_mut() {
-                    Some((_, hi, t)) if *t == to && u32::from(*hi) + 1 == d => *hi = d as u8,
-                    _ => edges.push((d as u8, d as u8, to)),
-                }
-            }
-            edges
-        })
-        .collect()
-}
-
 /// The number (or integer, when `integer_only`) part of a conjunction: bounds and
 /// `multipleOf`.
 pub fn lower(
@@ -678,7 +659,8 @@ pub fn lower(
     }
     // Bounded: enumerate the multiples when there are few.
     if let (Some(l), Some(h)) = (&lo, &hi)
-        && let Some(values) = enumerate_multiples(l, h, m, e, c.opts.limits.max_enumerated)
+        && let Some(values) =
+            super::multiple::enumerate_multiples(l, h, m, e, c.opts.limits.max_enumerated)
     {
         if values.is_empty() {
             return Ok(c.empty(&step_ptr, "no multiple in range"));
@@ -695,7 +677,7 @@ pub fn lower(
             .as_ref()
             .and_then(|b| b.value.floor(b.exclusive).scaled())
             .map(|(v, _)| v);
-        if let Some(e) = integer_multiples(c, m as u32, lo_int, hi_int) {
+        if let Some(e) = super::multiple::integer_multiples(c, m as u32, lo_int, hi_int) {
             return Ok(e);
         }
     }
@@ -705,178 +687,4 @@ pub fn lower(
         "not enforced with these bounds (too many values to enumerate)",
     );
     Ok(range(lo.as_ref(), hi.as_ref(), frac_max).unwrap_or_else(super::lower::fail))
-}
-
-/// The multiples of `m · 10^-e` within the bounds, as decimal text, if at most `max`.
-fn enumerate_multiples(lo: &Bound, hi: &Bound, m: i128, e: u32, max: u32) -> Option<Vec<String>> {
-    let scale = |d: &Dec| -> Option<i128> {
-        // d · 10^e must be exact to compare with integer multiples; round outward.
-        let (dm, de) = d.scaled()?;
-        if de > e {
-            return None;
-        }
-        dm.checked_mul(10i128.checked_pow(e - de)?)
-    };
-    let (a, b) = (scale(&lo.value)?, scale(&hi.value)?);
-    let first = a.div_euclid(m) + i128::from(a.rem_euclid(m) != 0 || lo.exclusive);
-    let last = b.div_euclid(m) - i128::from(b.rem_euclid(m) == 0 && hi.exclusive);
-    if last < first {
-        return Some(Vec::new());
-    }
-    if last - first >= i128::from(max) {
-        return None;
-    }
-    Some((first..=last).map(|q| format_scaled(q * m, e)).collect())
-}
-
-fn format_scaled(v: i128, e: u32) -> String {
-    let neg = v < 0;
-    let digits = v.unsigned_abs().to_string();
-    let e = e as usize;
-    let body = if e == 0 {
-        digits
-    } else {
-        let padded = format!("{digits:0>width$}", width = e + 1);
-        let (i, f) = padded.split_at(padded.len() - e);
-        let f = f.trim_end_matches('0');
-        if f.is_empty() {
-            i.to_string()
-        } else {
-            format!("{i}.{f}")
-        }
-    };
-    if neg { format!("-{body}") } else { body }
-}
-
-/// Integer multiples of `k` at or above `lo` (or at or below `hi`; one side open), or
-/// `None` when the bounded side has too many values to enumerate.
-fn integer_multiples(
-    c: &mut super::lower::Compiler,
-    k: u32,
-    lo: Option<i128>,
-    hi: Option<i128>,
-) -> Option<Expr> {
-    let max = c.opts.limits.max_enumerated;
-    let mut auto = Multiples::new(c, k);
-    let literals = |from: i128, to: i128| -> Option<Vec<Expr>> {
-        let kk = i128::from(k);
-        let first = from.div_euclid(kk) + i128::from(from.rem_euclid(kk) != 0);
-        let last = to.div_euclid(kk);
-        if last - first >= i128::from(max) {
-            return None;
-        }
-        Some((first..=last).map(|q| lit(&(q * kk).to_string())).collect())
-    };
-    let mut alts = Vec::new();
-    match (lo, hi) {
-        (None, None) => {
-            alts.extend([
-                lit("0"),
-                auto.positive(c, 1),
-                seq(vec![lit("-"), auto.positive(c, 1)]),
-            ]);
-        }
-        (Some(l), None) if l <= 0 => {
-            alts.extend(literals(l, -1)?);
-            alts.extend([lit("0"), auto.positive(c, 1)]);
-        }
-        (Some(l), None) => alts.push(auto.at_least(c, l as u128, &literals)?),
-        (None, Some(h)) if h >= 0 => {
-            alts.extend(literals(0, h)?);
-            alts.push(seq(vec![lit("-"), auto.positive(c, 1)]));
-        }
-        (None, Some(h)) => {
-            // x <= h < 0: "-" and a multiple of at least -h.
-            let neg = |from: i128, to: i128| literals(from, to);
-            alts.push(seq(vec![
-                lit("-"),
-                auto.at_least(c, h.unsigned_abs(), &neg)?,
-            ]));
-        }
-        (Some(_), Some(_)) => return None,
-    }
-    Some(alt(alts))
-}
-
-/// Remainder automata for multiples of `k`: rule `r` matches the digit strings that take
-/// remainder `r` to 0.
-struct Multiples {
-    k: u32,
-    rem: Vec<crate::ir::RuleId>,
-}
-
-impl Multiples {
-    fn new(c: &mut super::lower::Compiler, k: u32) -> Self {
-        let auto = multiples_automaton(k);
-        let rem: Vec<_> = (0..k)
-            .map(|r| c.rules.reserve(&format!("multiple-of-{k}-r{r}")))
-            .collect();
-        for (r, edges) in auto.iter().enumerate() {
-            let mut alts: Vec<Expr> = edges
-                .iter()
-                .map(|&(a, b, to)| {
-                    seq(vec![
-                        digit_range(a + b'0', b + b'0'),
-                        Expr::Rule(rem[to as usize]),
-                    ])
-                })
-                .collect();
-            if r == 0 {
-                alts.insert(0, Expr::Empty);
-            }
-            c.rules.define(rem[r], alt(alts));
-        }
-        Multiples { k, rem }
-    }
-
-    /// Positive multiples with at least `min_digits` digits: a non-zero first digit, then
-    /// `min_digits - 1` digits tracked by remainder, then any digits reaching remainder 0.
-    fn positive(&mut self, c: &mut super::lower::Compiler, min_digits: u32) -> Expr {
-        let k = self.k;
-        // chain[j][r]: exactly j more digits are required, current remainder r.
-        let mut level: Vec<Expr> = self.rem.iter().map(|&id| Expr::Rule(id)).collect();
-        for j in 1..min_digits {
-            let next: Vec<Expr> = (0..k)
-                .map(|r| {
-                    let body = alt((0..10u32)
-                        .map(|d| {
-                            seq(vec![
-                                digit_range(d as u8 + b'0', d as u8 + b'0'),
-                                level[((r * 10 + d) % k) as usize].clone(),
-                            ])
-                        })
-                        .collect());
-                    Expr::Rule(c.rules.add(&format!("multiple-of-{k}-len{j}-r{r}"), body))
-                })
-                .collect();
-            level = next;
-        }
-        let body = alt((1..=9u32)
-            .map(|d| {
-                seq(vec![
-                    digit_range(d as u8 + b'0', d as u8 + b'0'),
-                    level[(d % k) as usize].clone(),
-                ])
-            })
-            .collect());
-        Expr::Rule(c.rules.add(&format!("positive-multiple-of-{k}"), body))
-    }
-
-    /// Multiples of at least `l` (> 0): those with as many digits as `l`, listed, and any
-    /// with more digits.
-    fn at_least(
-        &mut self,
-        c: &mut super::lower::Compiler,
-        l: u128,
-        literals: &dyn Fn(i128, i128) -> Option<Vec<Expr>>,
-    ) -> Option<Expr> {
-        let digits = l.to_string().len() as u32;
-        if u64::from(self.k) * u64::from(digits) > 20_000 {
-            return None;
-        }
-        let top = 10i128.checked_pow(digits)? - 1;
-        let mut alts = literals(i128::try_from(l).ok()?, top)?;
-        alts.push(self.positive(c, digits + 1));
-        Some(alt(alts))
-    }
 }
