@@ -32,6 +32,17 @@ step "cargo test (native)"
 cargo test --workspace
 done_step "cargo test"
 
+step "fuzz the schema and regex compilers (briefly)"
+# cargo-fuzz needs a nightly toolchain (cargo install cargo-fuzz; rustup toolchain install nightly).
+if command -v cargo-fuzz >/dev/null && rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
+  (cd crates/grammar/fuzz && python3 seed.py \
+    && cargo +nightly fuzz run json_schema -- -max_total_time=30 -rss_limit_mb=2048 -timeout=10 \
+    && cargo +nightly fuzz run regex -- -max_total_time=30 -rss_limit_mb=2048 -timeout=10)
+else
+  echo "SKIPPED: cargo-fuzz or a nightly toolchain not installed"
+fi
+done_step "fuzz"
+
 step "wasm32 build"
 scripts/build-wasm.sh
 done_step "wasm32 build"
