@@ -270,3 +270,67 @@ fn print_mask_timings() {
         );
     }
 }
+
+/// MaskBench schemas compiled by the JSON Schema front end: at every third token of each
+/// valid instance the mask equals brute force, and the instance is accepted.
+#[test]
+fn masks_equal_brute_force_on_maskbench_schemas() {
+    let Some(v) = common::vocab(SMOLLM2) else {
+        return;
+    };
+    let v = Arc::new(v);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../../shared/data/jsonschemabench/maskbench");
+    if !root.is_dir() {
+        assert!(
+            std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() != Ok("1"),
+            "{} missing",
+            root.display()
+        );
+        println!("SKIPPED: MaskBench not found at {}", root.display());
+        return;
+    }
+    let files = [
+        "BFCL_simple/BFCL_simple_0.json",
+        "Github_medium/Github_medium---o1050.json",
+        "Kubernetes/Kubernetes---kb_1000_Normalized.json",
+        "Snowplow/Snowplow---sp_104_Normalized.json",
+        "Glaiveai2K/Glaiveai2K---analyze_health_data_4ad104b4.json",
+    ];
+    let mut mask = vec![0u32; v.mask_words()];
+    for file in files {
+        let text =
+            std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let case: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+        let c = stampo_grammar::json_schema::compile(&case["schema"], &Default::default())
+            .unwrap_or_else(|e| panic!("{file}: {e}"));
+        let g =
+            Arc::new(CompiledGrammar::new(&c.grammar).unwrap_or_else(|e| panic!("{file}: {e}")));
+        let mut m = Matcher::with_vocabulary(g, v.clone()).unwrap_or_else(|e| panic!("{e}"));
+        for test in case["tests"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|t| t["valid"] == true)
+        {
+            let doc = serde_json::to_string(&test["data"]).unwrap_or_default();
+            m.reset();
+            for (i, id) in common::greedy_tokens(&v, doc.as_bytes())
+                .into_iter()
+                .enumerate()
+            {
+                if i % 3 == 0 {
+                    m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+                    assert_eq!(
+                        bits(&mask),
+                        brute_force(&mut m, &v),
+                        "{file}: after {i} tokens of {doc}"
+                    );
+                }
+                m.commit_token(id)
+                    .unwrap_or_else(|e| panic!("{file}: {e} in {doc}"));
+            }
+            assert!(m.can_end(), "{file}: {doc}");
+        }
+    }
+}
