@@ -28,10 +28,13 @@ for tool in /usr/bin/cargo wasm-ld-22 wasm-opt wasm-bindgen; do
 done
 
 t0=$(date +%s)
-# Debian's cargo/rustc (1.96, with the wasm backend) first on PATH: the rustup proxies would
-# otherwise win and have no wasm32 standard library.
-(cd "$root" && PATH=/usr/bin:$PATH RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$target_dir" \
-  cargo --config scripts/wasm/cargo-wasm.toml build --quiet -p stampo-wasm --profile "$profile")
+(
+  cd "$root"
+  # shellcheck source=scripts/wasm/env.sh
+  . scripts/wasm/env.sh
+  CARGO_TARGET_DIR="$target_dir" cargo build --quiet -p stampo-wasm \
+    --target wasm32-unknown-unknown --profile "$profile"
+)
 t1=$(date +%s)
 mkdir -p "$out"
 wasm-bindgen --target web --out-dir "$out" --out-name stampo_wasm \

