@@ -2,16 +2,19 @@
 //! (`llama_detokenize`, with its space clean-up) and a streaming decoder that never emits
 //! a broken UTF-8 sequence.
 
+use crate::index::Strings;
 use crate::unicode::char_to_byte;
 use crate::vocab::{TokenAttr, TokenId, Vocab, VocabKind};
 
 /// The bytes of every token as llama.cpp renders it with `special = true`: byte-level BPE
 /// characters mapped back to bytes, SentencePiece `▁` as a space and `<0xXX>` as the byte,
 /// control and user-defined tokens as their text.
-pub(crate) fn build_pieces(vocab: &Vocab) -> Vec<Box<[u8]>> {
-    (0..vocab.texts.len())
-        .map(|id| piece(vocab, id as TokenId).into_boxed_slice())
-        .collect()
+pub(crate) fn build_pieces(vocab: &Vocab) -> Strings {
+    let mut out = Strings::with_capacity(vocab.texts.len(), vocab.texts.len() * 8);
+    for id in 0..vocab.texts.len() {
+        out.push(&piece(vocab, id as TokenId));
+    }
+    out
 }
 
 fn piece(vocab: &Vocab, id: TokenId) -> Vec<u8> {
@@ -80,7 +83,7 @@ pub struct DecodeOptions {
 
 pub(crate) fn detokenize(
     vocab: &Vocab,
-    pieces: &[Box<[u8]>],
+    pieces: &Strings,
     ids: &[TokenId],
     opts: DecodeOptions,
 ) -> Vec<u8> {
@@ -116,7 +119,7 @@ pub(crate) fn detokenize(
 
 pub(crate) fn piece_for<'a>(
     vocab: &Vocab,
-    pieces: &'a [Box<[u8]>],
+    pieces: &'a Strings,
     id: TokenId,
     special: bool,
 ) -> &'a [u8] {

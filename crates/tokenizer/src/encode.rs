@@ -4,7 +4,7 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use crate::unicode::byte_to_char;
+use crate::unicode::byte_to_utf8;
 use crate::vocab::{TokenAttr, TokenId, Vocab, VocabKind};
 
 /// A piece of the input after special tokens are split out.
@@ -34,7 +34,7 @@ pub(crate) fn partition(
         if !parse_special && attr.has(TokenAttr::CONTROL | TokenAttr::UNKNOWN) {
             continue;
         }
-        let needle = &*vocab.texts[id as usize];
+        let needle = &vocab.texts[id as usize];
         let mut next = Vec::with_capacity(frags.len() + 2);
         for f in frags {
             let Fragment::Text(mut start, end) = f else {
@@ -161,47 +161,41 @@ impl Ord for Bigram<Score> {
     }
 }
 
-/// Reusable buffers for one encode call.
+/// Reusable buffers for one encode call, and the ids of words already seen in it (natural
+/// text repeats its words, and BPE gives a word the same ids wherever it appears).
 #[derive(Default)]
 pub(crate) struct Scratch {
-    key: Vec<u8>,
     word: Vec<u8>,
     cpts: Vec<u32>,
+    cache: rustc_hash::FxHashMap<Box<[u8]>, Box<[TokenId]>>,
 }
 
+/// Words cached per encode call before the cache is emptied (bounds its memory).
+const WORD_CACHE_MAX: usize = 1 << 16;
+
 impl Vocab {
-    fn merge_rank(&self, key: &mut Vec<u8>, word: &[u8], l: &Symbol, r: &Symbol) -> Option<u32> {
-        key.clear();
-        key.extend_from_slice(&word[l.start..l.start + l.len]);
-        key.push(0xFF);
-        key.extend_from_slice(&word[r.start..r.start + r.len]);
-        self.merges.get(key.as_slice()).copied()
+    #[inline]
+    fn merge_rank(&self, word: &[u8], l: &Symbol, r: &Symbol) -> Option<u32> {
+        self.merges.rank(
+            &word[l.start..l.start + l.len],
+            &word[r.start..r.start + r.len],
+        )
     }
 
     /// Byte-level BPE on one pre-tokenized word (already mapped to GPT-2 characters).
-    pub(crate) fn bpe_word(
-        &self,
-        word: &[u8],
-        key: &mut Vec<u8>,
-        ignore_merges: bool,
-        out: &mut Vec<TokenId>,
-    ) {
+    pub(crate) fn bpe_word(&self, word: &[u8], ignore_merges: bool, out: &mut Vec<TokenId>) {
         if ignore_merges && let Some(id) = self.text_to_token(word) {
             out.push(id);
             return;
         }
         let mut symbols = symbols_of(word);
         let mut queue: BinaryHeap<Bigram<Rank>> = BinaryHeap::new();
-        let add = |symbols: &[Symbol],
-                   queue: &mut BinaryHeap<Bigram<Rank>>,
-                   key: &mut Vec<u8>,
-                   l: isize,
-                   r: isize| {
+        let add = |symbols: &[Symbol], queue: &mut BinaryHeap<Bigram<Rank>>, l: isize, r: isize| {
             if l < 0 || r < 0 {
                 return;
             }
             let (ls, rs) = (&symbols[l as usize], &symbols[r as usize]);
-            if let Some(rank) = self.merge_rank(key, word, ls, rs) {
+            if let Some(rank) = self.merge_rank(word, ls, rs) {
                 queue.push(Bigram {
                     key: Rank(rank),
                     left: l as usize,
@@ -211,7 +205,7 @@ impl Vocab {
             }
         };
         for i in 1..symbols.len() as isize {
-            add(&symbols, &mut queue, key, i - 1, i);
+            add(&symbols, &mut queue, i - 1, i);
         }
         while let Some(b) = queue.pop() {
             let (l, r) = (symbols[b.left], symbols[b.right]);
@@ -225,8 +219,8 @@ impl Vocab {
                 symbols[r.next as usize].prev = b.left as isize;
             }
             let left = symbols[b.left];
-            add(&symbols, &mut queue, key, left.prev, b.left as isize);
-            add(&symbols, &mut queue, key, b.left as isize, left.next);
+            add(&symbols, &mut queue, left.prev, b.left as isize);
+            add(&symbols, &mut queue, b.left as isize, left.next);
         }
         for s in symbols.iter().filter(|s| s.len > 0) {
             let text = &word[s.start..s.start + s.len];
@@ -257,13 +251,21 @@ impl Vocab {
             byte_start = byte_end;
             scratch.word.clear();
             for &b in piece {
-                let mut buf = [0u8; 4];
-                scratch
-                    .word
-                    .extend_from_slice(byte_to_char(b).encode_utf8(&mut buf).as_bytes());
+                scratch.word.extend_from_slice(byte_to_utf8(b));
             }
+            if let Some(ids) = scratch.cache.get(scratch.word.as_slice()) {
+                out.extend_from_slice(ids);
+                continue;
+            }
+            let start = out.len();
             let word = std::mem::take(&mut scratch.word);
-            self.bpe_word(&word, &mut scratch.key, pre.ignore_merges, out);
+            self.bpe_word(&word, pre.ignore_merges, out);
+            if scratch.cache.len() >= WORD_CACHE_MAX {
+                scratch.cache.clear();
+            }
+            scratch
+                .cache
+                .insert(word.as_slice().into(), out[start..].into());
             scratch.word = word;
         }
     }

@@ -18,6 +18,7 @@
 mod decode;
 mod encode;
 mod error;
+mod index;
 mod pretokenize;
 pub mod template;
 mod unicode;
@@ -40,7 +41,7 @@ use vocab::Vocab;
 #[derive(Debug, Clone)]
 pub struct Tokenizer {
     vocab: Vocab,
-    pieces: Vec<Box<[u8]>>,
+    pieces: index::Strings,
     /// Finds which special tokens occur in a text at all (pattern i = `special_cache[i]`),
     /// so the longest-first split only scans for those.
     special_finder: Option<AhoCorasick>,
@@ -59,7 +60,7 @@ impl Tokenizer {
         let patterns: Vec<&[u8]> = vocab
             .special_cache
             .iter()
-            .map(|&id| &*vocab.texts[id as usize])
+            .map(|&id| &vocab.texts[id as usize])
             .collect();
         let special_finder = if patterns.is_empty() {
             None
@@ -129,7 +130,11 @@ impl Tokenizer {
     /// `<0xXX>` as the byte, control and user-defined tokens as their text (use
     /// [`Tokenizer::is_control`] to leave those out of masks).
     pub fn token_bytes(&self, id: TokenId) -> &[u8] {
-        self.pieces.get(id as usize).map_or(&[], |p| p)
+        if (id as usize) < self.pieces.len() {
+            &self.pieces[id as usize]
+        } else {
+            &[]
+        }
     }
 
     /// A decoder for streaming output; `special` renders control tokens as their text.
@@ -149,7 +154,7 @@ impl Tokenizer {
     }
     /// The token's text as stored in the file (`Ġhello`, `▁hello`, `<0x0A>`).
     pub fn token_text(&self, id: TokenId) -> Option<&[u8]> {
-        self.vocab.texts.get(id as usize).map(|t| &**t)
+        ((id as usize) < self.vocab.texts.len()).then(|| &self.vocab.texts[id as usize])
     }
     /// The id of a token text as stored in the file.
     pub fn token_id(&self, text: &str) -> Option<TokenId> {

@@ -110,6 +110,22 @@ pub fn byte_to_char(b: u8) -> char {
     })[b as usize]
 }
 
+/// [`byte_to_char`] as UTF-8 bytes, from a table built once.
+pub(crate) fn byte_to_utf8(b: u8) -> &'static [u8] {
+    static MAP: OnceLock<[([u8; 2], u8); 256]> = OnceLock::new();
+    let (bytes, len) = &MAP.get_or_init(|| {
+        let mut map = [([0u8; 2], 0u8); 256];
+        for (b, slot) in map.iter_mut().enumerate() {
+            let mut buf = [0u8; 4];
+            let s = byte_to_char(b as u8).encode_utf8(&mut buf);
+            slot.0[..s.len()].copy_from_slice(s.as_bytes());
+            slot.1 = s.len() as u8;
+        }
+        map
+    })[b as usize];
+    &bytes[..*len as usize]
+}
+
 /// The inverse of [`byte_to_char`].
 pub fn char_to_byte(c: char) -> Option<u8> {
     let c = c as u32;

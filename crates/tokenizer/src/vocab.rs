@@ -1,10 +1,10 @@
 //! The vocabulary read from GGUF metadata: token texts, scores, attributes, special ids
 //! and flags, with llama.cpp's defaults and its detection of special tokens by text.
 
-use rustc_hash::FxHashMap;
 use stampo_gguf::Metadata;
 
 use crate::error::{Result, TokenizerError};
+use crate::index::{MergeIndex, Strings, TextIndex};
 use crate::pretokenize::PreTokenizer;
 
 /// A token id.
@@ -83,10 +83,10 @@ pub struct SpecialTokens {
 #[derive(Debug, Clone)]
 pub struct Vocab {
     pub(crate) kind: VocabKind,
-    pub(crate) texts: Vec<Box<[u8]>>,
+    pub(crate) texts: Strings,
     pub(crate) scores: Vec<f32>,
     pub(crate) attrs: Vec<TokenAttr>,
-    pub(crate) text_to_id: FxHashMap<Box<[u8]>, TokenId>,
+    pub(crate) text_to_id: TextIndex,
     pub(crate) special: SpecialTokens,
     pub(crate) add_bos: bool,
     pub(crate) add_eos: bool,
@@ -95,9 +95,8 @@ pub struct Vocab {
     pub(crate) pre: Option<PreTokenizer>,
     /// Special-token texts to split text on, longest first (`cache_special_tokens`).
     pub(crate) special_cache: Vec<TokenId>,
-    /// Byte-level BPE merges: `left ++ 0xFF ++ right` → rank (the first occurrence wins;
-    /// 0xFF never occurs in UTF-8, so the key is unambiguous).
-    pub(crate) merges: FxHashMap<Box<[u8]>, u32>,
+    /// Byte-level BPE merges: `(left, right)` → rank (the first occurrence wins).
+    pub(crate) merges: MergeIndex,
 }
 
 const EOT_TEXTS: &[&str] = &[
@@ -201,16 +200,15 @@ impl Vocab {
                 found: stampo_gguf::ValueType::Array,
             })?;
         let n = strings.len();
-        let mut texts: Vec<Box<[u8]>> = Vec::with_capacity(n);
-        let mut text_to_id = FxHashMap::with_capacity_and_hasher(n, Default::default());
+        let mut texts = Strings::with_capacity(n, tokens.raw_bytes().len());
         for (i, s) in strings.enumerate() {
-            let mut t: Box<[u8]> = s.as_bytes().into();
-            if t.is_empty() {
-                t = format!("[EMPTY_{i}]").into_bytes().into();
+            if s.as_bytes().is_empty() {
+                texts.push(format!("[EMPTY_{i}]").as_bytes());
+            } else {
+                texts.push(s.as_bytes());
             }
-            text_to_id.insert(t.clone(), i as TokenId);
-            texts.push(t);
         }
+        let text_to_id = TextIndex::build(&texts);
 
         let scores = match m.optional::<stampo_gguf::Array>("tokenizer.ggml.scores")? {
             None => vec![0.0; n],
@@ -256,7 +254,7 @@ impl Vocab {
         let mut special = SpecialTokens::default();
         let (mut add_bos, mut add_eos, mut add_space_prefix, clean_spaces);
         let mut pre = None;
-        let mut merges = FxHashMap::default();
+        let mut merges = MergeIndex::default();
         match kind {
             VocabKind::Spm => {
                 special.bos = Some(1);
@@ -288,8 +286,8 @@ impl Vocab {
                         expected: "an array of strings",
                         found: stampo_gguf::ValueType::Array,
                     })?;
-                merges.reserve(list.len());
-                for (rank, s) in list.enumerate() {
+                merges = MergeIndex::with_capacity(list.len(), arr.raw_bytes().len());
+                for s in list {
                     let b = s.as_bytes();
                     // llama.cpp splits at the first space after the first byte.
                     let (first, second): (&[u8], &[u8]) =
@@ -297,11 +295,7 @@ impl Vocab {
                             Some(p) => (&b[..p + 1], &b[p + 2..]),
                             None => (&[], &[]),
                         };
-                    let mut key = Vec::with_capacity(first.len() + second.len() + 1);
-                    key.extend_from_slice(first);
-                    key.push(0xFF);
-                    key.extend_from_slice(second);
-                    merges.entry(key.into_boxed_slice()).or_insert(rank as u32);
+                    merges.push(first, second);
                 }
             }
         }
@@ -351,7 +345,7 @@ impl Vocab {
         // hash map yields; stampo takes the first in the list's order.
         let find = |list: &[&str]| {
             list.iter()
-                .find_map(|t| text_to_id.get(t.as_bytes()).copied())
+                .find_map(|t| text_to_id.get(&texts, t.as_bytes()))
         };
         let mut mark_control = |id: TokenId| attrs[id as usize].0 |= TokenAttr::CONTROL;
         for (slot, list) in [
@@ -372,8 +366,8 @@ impl Vocab {
             }
         }
         // Control tokens named "unused" are unused.
-        for (t, a) in texts.iter().zip(attrs.iter_mut()) {
-            if a.has(TokenAttr::CONTROL) && t.windows(6).any(|w| w == b"unused") {
+        for (id, a) in attrs.iter_mut().enumerate() {
+            if a.has(TokenAttr::CONTROL) && texts[id].windows(6).any(|w| w == b"unused") {
                 a.0 |= TokenAttr::UNUSED;
             }
         }
@@ -382,13 +376,13 @@ impl Vocab {
             .flatten()
             .collect();
         for t in EOG_TEXTS {
-            if let Some(&id) = text_to_id.get(t.as_bytes()) {
+            if let Some(id) = text_to_id.get(&texts, t.as_bytes()) {
                 eog.push(id);
                 attrs[id as usize].0 |= TokenAttr::CONTROL;
             }
         }
         for t in ["<|channel|>", "<|message|>", "<|start|>", "<|constrain|>"] {
-            if let Some(&id) = text_to_id.get(t.as_bytes()) {
+            if let Some(id) = text_to_id.get(&texts, t.as_bytes()) {
                 attrs[id as usize] = TokenAttr(TokenAttr::USER_DEFINED);
             }
         }
@@ -399,7 +393,7 @@ impl Vocab {
         );
         eog.sort_unstable();
         eog.dedup();
-        let text_of = |id: TokenId| &*texts[id as usize];
+        let text_of = |id: TokenId| &texts[id as usize];
         let has = |eog: &[TokenId], s: &str| eog.iter().any(|&id| text_of(id) == s.as_bytes());
         if ((has(&eog, "<|return|>") && has(&eog, "<|call|>"))
             || (has(&eog, "<|calls|>") && has(&eog, "<|flush|>")))
@@ -441,8 +435,9 @@ impl Vocab {
         })
     }
 
+    #[inline]
     pub(crate) fn text_to_token(&self, text: &[u8]) -> Option<TokenId> {
-        self.text_to_id.get(text).copied()
+        self.text_to_id.get(&self.texts, text)
     }
 
     /// SentencePiece byte fallback: `<0xXX>`, else the byte as a one-byte token.
