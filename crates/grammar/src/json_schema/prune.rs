@@ -80,9 +80,12 @@ fn renumber(e: &mut Expr, map: &HashMap<RuleId, RuleId>) {
 pub fn prune(g: Grammar) -> Option<Grammar> {
     let root = g.root?;
     let mut ok = vec![false; g.rules.len()];
+    // Rules are reserved before the rules they reference are built, so productivity flows
+    // from later rules to earlier ones: sweeping from the back settles most grammars in one
+    // or two passes.
     loop {
         let mut changed = false;
-        for (i, r) in g.rules.iter().enumerate() {
+        for (i, r) in g.rules.iter().enumerate().rev() {
             if !ok[i] && productive(&r.expr, &ok) {
                 ok[i] = true;
                 changed = true;

@@ -2,7 +2,7 @@
 //! that keep the trees flat (a one-element sequence is its element, nested alternatives
 //! are merged), so the exported GBNF stays readable.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use crate::ir::{CharRange, Expr, Grammar, Rule, RuleId};
 
@@ -11,6 +11,9 @@ use crate::ir::{CharRange, Expr, Grammar, Rule, RuleId};
 pub struct RuleSet {
     rules: Vec<Rule>,
     names: HashSet<String>,
+    /// The next suffix to try per base name, so naming stays linear when thousands of
+    /// rules share a base (`string-pattern`, trie nodes).
+    next_suffix: HashMap<String, u32>,
 }
 
 impl RuleSet {
@@ -52,7 +55,7 @@ impl RuleSet {
         }
     }
 
-    fn unique_name(&self, hint: &str) -> String {
+    fn unique_name(&mut self, hint: &str) -> String {
         let mut base: String = hint
             .chars()
             .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
@@ -73,10 +76,14 @@ impl RuleSet {
         if !self.names.contains(base) {
             return base.to_owned();
         }
-        (1..)
-            .map(|i| format!("{base}-{i}"))
-            .find(|n| !self.names.contains(n))
-            .unwrap_or_default()
+        let next = self.next_suffix.entry(base.to_owned()).or_insert(1);
+        loop {
+            let name = format!("{base}-{next}");
+            *next += 1;
+            if !self.names.contains(&name) {
+                return name;
+            }
+        }
     }
 }
 
