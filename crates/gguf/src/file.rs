@@ -165,6 +165,18 @@ impl<'a> Gguf<'a> {
 
         let end = cur.pos() as u64;
         let data_offset = end.div_ceil(alignment) * alignment;
+        // Every tensor's absolute end must be a file position.
+        if let Some(t) = tensors
+            .iter()
+            .find(|t| data_offset.checked_add(t.offset + t.size).is_none())
+        {
+            return Err(GgufError::TensorOutOfBounds {
+                tensor: t.name.to_string(),
+                offset: t.offset,
+                end: u64::MAX,
+                data_len: u64::MAX - data_offset,
+            });
+        }
         Ok(Gguf {
             bytes,
             header,
