@@ -237,26 +237,42 @@ pub(crate) struct FrameMask {
 fn add_frame_tokens(engine: &mut Engine, ts: &mut TokenState, f: u32, out: &mut [u32]) {
     let limit = engine.g.limits.max_cached_states;
     let mut k = 1;
+    // The shorter chain just tried and the real frame below it: a longer chain's mask is
+    // that mask plus its boundary subtrees re-walked one frame further, not a new full walk.
+    let mut shorter: Option<(u32, u32)> = None;
     loop {
         let (key, anchor) = engine.local_chain(f, k);
         if !ts.frames.contains_key(&key) {
             if ts.frames.len() >= limit {
                 ts.frames.clear();
             }
-            let start = engine.closure_set(key);
-            let mut fm = FrameMask {
-                accepted: vec![0u32; ts.vocab.mask_words()].into(),
-                boundary: Vec::new(),
+            let base = shorter.and_then(|(key, below)| {
+                let m = ts.frames.get(&key)?;
+                Some((m.accepted.clone(), m.boundary.clone(), below))
+            });
+            let fm = match base {
+                Some((accepted, boundary, below)) => {
+                    extend_frame_mask(engine, &ts.vocab, &mut ts.path, accepted, &boundary, below)
+                }
+                None => {
+                    let start = engine.closure_set(key);
+                    let mut fm = FrameMask {
+                        accepted: vec![0u32; ts.vocab.mask_words()].into(),
+                        boundary: Vec::new(),
+                    };
+                    let (accepted, boundary) = (&mut fm.accepted, Some(&mut fm.boundary));
+                    walk(
+                        engine,
+                        &ts.vocab,
+                        &mut ts.path,
+                        Span::All,
+                        start,
+                        accepted,
+                        boundary,
+                    );
+                    fm
+                }
             };
-            walk(
-                engine,
-                &ts.vocab,
-                &mut ts.path,
-                Span::All,
-                start,
-                &mut fm.accepted,
-                Some(&mut fm.boundary),
-            );
             ts.frames.insert(key, fm);
         }
         let Some(fm) = ts.frames.get(&key) else {
@@ -264,6 +280,7 @@ fn add_frame_tokens(engine: &mut Engine, ts: &mut TokenState, f: u32, out: &mut 
         };
         let settle = anchor.is_none() || fm.boundary.len() <= FEW_BOUNDARIES || k == MAX_CONTEXT;
         if !settle {
+            shorter = anchor.map(|below| (key, below));
             k += 1;
             continue;
         }
@@ -289,6 +306,41 @@ fn add_frame_tokens(engine: &mut Engine, ts: &mut TokenState, f: u32, out: &mut 
         }
         return;
     }
+}
+
+/// The mask of a chain one frame longer than the one whose mask is `accepted`/`boundary`:
+/// a pop out of the shorter chain now continues in a copy of `below` (the next real frame)
+/// over the unknown context, so only the boundary subtrees are walked again.
+fn extend_frame_mask(
+    engine: &mut Engine,
+    vocab: &Vocabulary,
+    path: &mut [u32],
+    mut accepted: Box<[u32]>,
+    shorter_boundary: &[u32],
+    below: u32,
+) -> FrameMask {
+    let (local, _) = engine.local_chain(below, 1);
+    let cont = engine.closure_set(local);
+    // If the next frame can pop at once, the shorter chain's boundary nodes stay boundaries.
+    let mut boundary = if engine.has_hole(cont) {
+        shorter_boundary.to_vec()
+    } else {
+        Vec::new()
+    };
+    for &node in shorter_boundary {
+        walk(
+            engine,
+            vocab,
+            path,
+            Span::Below(node),
+            cont,
+            &mut accepted,
+            Some(&mut boundary),
+        );
+    }
+    boundary.sort_unstable();
+    boundary.dedup();
+    FrameMask { accepted, boundary }
 }
 
 /// Which trie nodes a walk covers.
