@@ -27,7 +27,8 @@ pub fn run(args: &Args) -> Result<(), String> {
         .collect::<Result<Vec<_>, _>>()?;
     let model = SplitGguf::from_parts(parsed).map_err(|e| e.to_string())?;
     if args.json {
-        let text = serde_json::to_string_pretty(&as_json(&model, args.array_items)).map_err(|e| e.to_string())?;
+        let text = serde_json::to_string_pretty(&as_json(&model, args.array_items))
+            .map_err(|e| e.to_string())?;
         println!("{text}");
         return Ok(());
     }
@@ -44,15 +45,30 @@ pub fn run(args: &Args) -> Result<(), String> {
     }
     let first = &model.parts()[0];
     println!("* Dumping {} key/value pair(s)", first.metadata().len() + 3);
-    println!("      1: UINT32     |        1 | GGUF.version = {}", first.version());
-    println!("      2: UINT64     |        1 | GGUF.tensor_count = {}", first.header().tensor_count);
-    println!("      3: UINT64     |        1 | GGUF.kv_count = {}", first.header().metadata_count);
+    println!(
+        "      1: UINT32     |        1 | GGUF.version = {}",
+        first.version()
+    );
+    println!(
+        "      2: UINT64     |        1 | GGUF.tensor_count = {}",
+        first.header().tensor_count
+    );
+    println!(
+        "      3: UINT64     |        1 | GGUF.kv_count = {}",
+        first.header().metadata_count
+    );
     for (i, (key, v)) in first.metadata().iter().enumerate() {
         let (ty, n) = match v {
             Value::Array(a) => (format!("[{}]", type_name(a.elem_type())), a.len()),
             other => (type_name(other.value_type()).to_string(), 1),
         };
-        println!("{:7}: {:10} | {:8} | {key} = {}", i + 4, ty, n, show(v, args.array_items));
+        println!(
+            "{:7}: {:10} | {:8} | {key} = {}",
+            i + 4,
+            ty,
+            n,
+            show(v, args.array_items)
+        );
     }
     println!("* Dumping {} tensor(s)", model.tensor_count());
     let mut total = 0u64;
@@ -102,7 +118,11 @@ fn show(v: &Value<'_>, items: usize) -> String {
             let s = s.to_string_lossy();
             let cut: String = s.chars().take(60).collect();
             let quoted = format!("{cut:?}");
-            if cut.len() < s.len() { format!("{}...", quoted.trim_end_matches('"')) } else { quoted }
+            if cut.len() < s.len() {
+                format!("{}...", quoted.trim_end_matches('"'))
+            } else {
+                quoted
+            }
         }
         Value::Array(a) => {
             let mut parts: Vec<String> = a.iter().take(items).map(|e| show(&e, items)).collect();
@@ -114,7 +134,10 @@ fn show(v: &Value<'_>, items: usize) -> String {
         Value::Bool(b) => if *b { "True" } else { "False" }.into(),
         Value::F32(f) => format!("{f}"),
         Value::F64(f) => format!("{f}"),
-        other => other.as_integer().map(|i| i.to_string()).unwrap_or_default(),
+        other => other
+            .as_integer()
+            .map(|i| i.to_string())
+            .unwrap_or_default(),
     }
 }
 
@@ -131,14 +154,20 @@ fn to_json(v: &Value<'_>, items: usize) -> Json {
         Value::Bool(b) => json!(b),
         Value::F32(f) => json!(f),
         Value::F64(f) => json!(f),
-        other => other.as_integer().and_then(|i| i64::try_from(i).ok()).map_or(Json::Null, |i| json!(i)),
+        other => other
+            .as_integer()
+            .and_then(|i| i64::try_from(i).ok())
+            .map_or(Json::Null, |i| json!(i)),
     }
 }
 
 fn as_json(model: &SplitGguf<'_>, items: usize) -> Json {
     let first = &model.parts()[0];
-    let metadata: serde_json::Map<String, Json> =
-        first.metadata().iter().map(|(k, v)| (k.to_string(), to_json(v, items))).collect();
+    let metadata: serde_json::Map<String, Json> = first
+        .metadata()
+        .iter()
+        .map(|(k, v)| (k.to_string(), to_json(v, items)))
+        .collect();
     let tensors: Vec<Json> = model
         .tensors()
         .map(|(part, t)| {

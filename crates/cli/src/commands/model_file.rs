@@ -9,12 +9,18 @@ use stampo_gguf::split::{parse_split_path, split_path};
 pub fn read_parts(path: &Path) -> Result<Vec<(PathBuf, Vec<u8>)>, String> {
     let s = path.to_string_lossy();
     let paths: Vec<PathBuf> = match parse_split_path(&s) {
-        Some((prefix, _, count)) => (0..count).map(|i| PathBuf::from(split_path(prefix, i, count))).collect(),
+        Some((prefix, _, count)) => (0..count)
+            .map(|i| PathBuf::from(split_path(prefix, i, count)))
+            .collect(),
         None => vec![path.to_path_buf()],
     };
     paths
         .into_iter()
-        .map(|p| std::fs::read(&p).map(|b| (p.clone(), b)).map_err(|e| format!("{}: {e}", p.display())))
+        .map(|p| {
+            std::fs::read(&p)
+                .map(|b| (p.clone(), b))
+                .map_err(|e| format!("{}: {e}", p.display()))
+        })
         .collect()
 }
 
@@ -30,7 +36,9 @@ pub fn with_tokenizer<T>(
     f: impl FnOnce(&stampo_gguf::Gguf<'_>, &stampo_tokenizer::Tokenizer) -> Result<T, String>,
 ) -> Result<T, String> {
     let bytes = read_first(path)?;
-    let g = stampo_gguf::Gguf::parse_header(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
-    let tok = stampo_tokenizer::Tokenizer::from_gguf(&g).map_err(|e| format!("{}: {e}", path.display()))?;
+    let g =
+        stampo_gguf::Gguf::parse_header(&bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+    let tok = stampo_tokenizer::Tokenizer::from_gguf(&g)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
     f(&g, &tok)
 }

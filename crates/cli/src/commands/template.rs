@@ -36,10 +36,16 @@ pub fn run(args: &Args) -> Result<(), String> {
     let (messages, mut tools) = match file {
         Value::Array(_) => (file, None),
         Value::Object(mut o) => (
-            o.remove("messages").ok_or_else(|| format!("{}: no \"messages\"", args.messages.display()))?,
+            o.remove("messages")
+                .ok_or_else(|| format!("{}: no \"messages\"", args.messages.display()))?,
             o.remove("tools"),
         ),
-        _ => return Err(format!("{}: expected an array of messages or an object", args.messages.display())),
+        _ => {
+            return Err(format!(
+                "{}: expected an array of messages or an object",
+                args.messages.display()
+            ));
+        }
     };
     if let Some(t) = &args.tools {
         tools = Some(read_json(t)?);
@@ -56,7 +62,13 @@ pub fn run(args: &Args) -> Result<(), String> {
         if let Some(n) = tmpl.notice() {
             eprintln!("note: {n}");
         }
-        let req = ChatRequest { messages, tools, add_generation_prompt: !args.no_generation_prompt, kwargs, now: None };
+        let req = ChatRequest {
+            messages,
+            tools,
+            add_generation_prompt: !args.no_generation_prompt,
+            kwargs,
+            now: None,
+        };
         print!("{}", tmpl.render(&req).map_err(|e| e.to_string())?);
         Ok(())
     })

@@ -33,7 +33,9 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<(), String> {
     let text = match (&args.text, &args.file) {
         (Some(t), _) => t.clone(),
-        (None, Some(f)) => std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?,
+        (None, Some(f)) => {
+            std::fs::read_to_string(f).map_err(|e| format!("{}: {e}", f.display()))?
+        }
         (None, None) => return Err("give TEXT or --file".into()),
     };
     super::model_file::with_tokenizer(&args.model, |_, tok| {
@@ -44,7 +46,10 @@ pub fn run(args: &Args) -> Result<(), String> {
                 println!("{id}\t{piece:?}");
             }
         } else {
-            println!("{}", serde_json::to_string(&ids).map_err(|e| e.to_string())?);
+            println!(
+                "{}",
+                serde_json::to_string(&ids).map_err(|e| e.to_string())?
+            );
         }
         Ok(())
     })
@@ -69,9 +74,15 @@ pub fn run_detokenize(args: &DetokenizeArgs) -> Result<(), String> {
     let ids: Vec<u32> = serde_json::from_str(&args.ids).map_err(|e| format!("IDS_JSON: {e}"))?;
     super::model_file::with_tokenizer(&args.model, |_, tok| {
         if let Some(&bad) = ids.iter().find(|&&id| id as usize >= tok.n_vocab()) {
-            return Err(format!("token id {bad} is outside the vocabulary ({} tokens)", tok.n_vocab()));
+            return Err(format!(
+                "token id {bad} is outside the vocabulary ({} tokens)",
+                tok.n_vocab()
+            ));
         }
-        let opts = DecodeOptions { remove_special: args.remove_special, unparse_special: args.special };
+        let opts = DecodeOptions {
+            remove_special: args.remove_special,
+            unparse_special: args.special,
+        };
         println!("{}", tok.decode(&ids, opts));
         Ok(())
     })

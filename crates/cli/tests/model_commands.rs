@@ -1,0 +1,192 @@
+//! `stampo inspect`, `tokenize`, `detokenize` and `template`: on small files written by the
+//! test (always), and on SmolLM2 and Gemma 3 when the models are present.
+
+#![allow(clippy::unwrap_used, clippy::panic)]
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use stampo_gguf::writer::{GgufWriter, OwnedValue};
+use stampo_gguf::{GgmlType, ValueType};
+
+fn dir() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("stampo-cli-model-test-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn stampo(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_stampo"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A tiny llama-like file with a byte-level BPE vocabulary and a chat template.
+fn tiny_model(path: &PathBuf, split: Option<(u16, u16)>) {
+    let mut tokens: Vec<String> = (0..=255u8)
+        .map(|b| stampo_tokenizer::byte_to_char(b).to_string())
+        .collect();
+    tokens.extend(["he", "ll", "hell", "hello", "<|im_start|>", "<|im_end|>"].map(String::from));
+    let mut types = vec![1i32; tokens.len()];
+    let n = types.len();
+    types[n - 2] = 3;
+    types[n - 1] = 3;
+    let mut w = GgufWriter::new();
+    if let Some((no, count)) = split {
+        w.add("split.no", OwnedValue::U16(no))
+            .add("split.count", OwnedValue::U16(count));
+    }
+    if split.is_none_or(|(no, _)| no == 0) {
+        w.add("general.architecture", OwnedValue::String("llama".into()))
+            .add("llama.context_length", OwnedValue::U32(128))
+            .add("tokenizer.ggml.model", OwnedValue::String("gpt2".into()))
+            .add("tokenizer.ggml.pre", OwnedValue::String("gpt-2".into()))
+            .add("tokenizer.ggml.tokens", OwnedValue::strings(tokens))
+            .add("tokenizer.ggml.token_type", OwnedValue::i32s(types))
+            .add("tokenizer.ggml.merges", OwnedValue::strings(["h e", "l l", "he ll", "hell o"]))
+            .add("tokenizer.ggml.eos_token_id", OwnedValue::U32(261))
+            .add(
+                "tokenizer.chat_template",
+                OwnedValue::String(
+                    "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}\
+                     {% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+                        .into(),
+                ),
+            )
+            .add("nested", OwnedValue::Array(ValueType::Array, vec![OwnedValue::i32s([1, 2])]));
+    }
+    let no = split.map_or(0, |(no, _)| no);
+    w.add_tensor(&format!("t{no}"), GgmlType::Q8_0, &[32, 2], vec![0; 68]);
+    std::fs::write(path, w.to_bytes()).unwrap();
+}
+
+#[test]
+fn inspect_prints_metadata_and_tensors() {
+    let path = dir().join("tiny.gguf");
+    tiny_model(&path, None);
+    let out = stampo(&["inspect", path.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("GGUF v3"), "{s}");
+    assert!(s.contains("general.architecture = \"llama\""), "{s}");
+    assert!(
+        s.contains("[STRING]   |      262 | tokenizer.ggml.tokens"),
+        "{s}"
+    );
+    assert!(s.contains("| Q8_0    |         68 | t0"), "{s}");
+
+    let out = stampo(&["inspect", "--json", path.to_str().unwrap()]);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j["tensors"][0]["bytes"], 68);
+    assert_eq!(j["metadata"]["llama.context_length"], 128);
+
+    // A bad file is an error naming what is wrong, not a panic.
+    let bad = dir().join("bad.gguf");
+    std::fs::write(&bad, b"GGUF\x03\0\0\0").unwrap();
+    let out = stampo(&["inspect", bad.to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(
+        text(&out.stderr).contains("truncated at byte 8"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn inspect_loads_every_part_of_a_split_model() {
+    let d = dir();
+    for no in 0..2u16 {
+        tiny_model(
+            &d.join(stampo_gguf::split::split_path("m", u32::from(no), 2)),
+            Some((no, 2)),
+        );
+    }
+    let first = d.join("m-00001-of-00002.gguf");
+    let out = stampo(&["inspect", first.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let s = text(&out.stdout);
+    assert!(s.contains("* File 2:") && s.contains("| t1"), "{s}");
+}
+
+#[test]
+fn tokenize_detokenize_and_template() {
+    let path = dir().join("tok.gguf");
+    tiny_model(&path, None);
+    let p = path.to_str().unwrap();
+    let out = stampo(&["tokenize", "-m", p, "hello <|im_start|>", "--special"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let ids: Vec<u32> = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ids, [259, 32, 260]);
+    let out = stampo(&["detokenize", "-m", p, "[259, 32, 260]", "--special"]);
+    assert_eq!(text(&out.stdout), "hello <|im_start|>\n");
+    let out = stampo(&["detokenize", "-m", p, "[259, 32, 260]"]);
+    assert_eq!(text(&out.stdout), "hello \n");
+    let out = stampo(&["detokenize", "-m", p, "[9999]"]);
+    assert!(text(&out.stderr).contains("outside the vocabulary"));
+
+    let msgs = dir().join("msgs.json");
+    std::fs::write(
+        &msgs,
+        r#"{"messages": [{"role": "user", "content": "hi"}]}"#,
+    )
+    .unwrap();
+    let out = stampo(&["template", "-m", p, "--messages", msgs.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        text(&out.stdout),
+        "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    );
+}
+
+fn model(file: &str) -> Option<PathBuf> {
+    let dir = std::env::var_os("STAMPO_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/stampo/models")
+        });
+    let p = dir.join(file);
+    if p.exists() {
+        return Some(p);
+    }
+    assert!(
+        std::env::var_os("STAMPO_REQUIRE_FIXTURES").is_none(),
+        "{} missing",
+        p.display()
+    );
+    eprintln!("skipped: {} not present", p.display());
+    None
+}
+
+#[test]
+fn default_models() {
+    if let Some(p) = model("SmolLM2-135M-Instruct.Q4_1.gguf") {
+        let out = stampo(&["tokenize", "-m", p.to_str().unwrap(), "Hello world!"]);
+        assert_eq!(text(&out.stdout).trim(), "[19556,905,17]");
+    }
+    if let Some(p) = model("gemma-3-270m-q4_k_m.gguf") {
+        let msgs = dir().join("gemma.json");
+        std::fs::write(&msgs, r#"[{"role": "user", "content": "Hi"}]"#).unwrap();
+        let out = stampo(&[
+            "template",
+            "-m",
+            p.to_str().unwrap(),
+            "--messages",
+            msgs.to_str().unwrap(),
+        ]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        assert_eq!(
+            text(&out.stdout),
+            "<bos><start_of_turn>user\nHi<end_of_turn>\n<start_of_turn>model\n"
+        );
+        assert!(
+            text(&out.stderr).contains("built-in 'gemma3' template"),
+            "{}",
+            text(&out.stderr)
+        );
+    }
+}
