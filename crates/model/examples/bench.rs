@@ -1,0 +1,73 @@
+//! Prefill and decode speed of one model on one device, printed as one JSON line.
+//!
+//! `cargo run --release -p stampo-model --example bench -- MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu]`
+//! (threads: `STAMPO_THREADS`). Token ids are a fixed deterministic sequence inside the
+//! vocabulary, so runs are comparable; `bench/model/bench.py` runs llama.cpp on the same ids.
+
+use std::time::Instant;
+
+use stampo_gguf::Gguf;
+use stampo_model::quant::pool::Pool;
+use stampo_model::{DeviceKind, LoadOptions, Result, Transformer, to_vec};
+
+/// The `i`-th benchmark token id (the same formula as bench/model/bench.py).
+fn token(i: usize, vocab: usize) -> u32 {
+    ((i * 7919 + 13) % (vocab.min(32_000) - 100) + 100) as u32
+}
+
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().collect();
+    let Some(path) = args.get(1) else {
+        eprintln!("usage: bench MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu]");
+        std::process::exit(2);
+    };
+    let prefill: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(128);
+    let decode: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(64);
+    let kind = DeviceKind::parse(args.get(4).map_or("cpu", String::as_str))?;
+    let bytes = std::fs::read(path).map_err(|e| stampo_model::ModelError::Readback {
+        what: "model file",
+        reason: e.to_string(),
+    })?;
+    let gguf = Gguf::parse(&bytes)?;
+    let device = kind.device()?;
+    let t0 = Instant::now();
+    let model = Transformer::load(
+        &gguf,
+        &device,
+        LoadOptions {
+            context: prefill + decode + 1,
+        },
+    )?;
+    let load_s = t0.elapsed().as_secs_f64();
+    let vocab = model.vocab_size();
+    let ids: Vec<u32> = (0..prefill).map(|i| token(i, vocab)).collect();
+    let mut cache = model.new_cache();
+    let t1 = Instant::now();
+    let logits = to_vec(model.forward(&ids, &mut cache, false)?)?;
+    let prefill_s = t1.elapsed().as_secs_f64();
+    let mut next = logits
+        .iter()
+        .enumerate()
+        .fold(0, |b, (i, &v)| if v > logits[b] { i } else { b }) as u32;
+    let t2 = Instant::now();
+    for _ in 0..decode {
+        let logits = to_vec(model.forward(&[next], &mut cache, false)?)?;
+        next = logits
+            .iter()
+            .enumerate()
+            .fold(0, |b, (i, &v)| if v > logits[b] { i } else { b }) as u32;
+    }
+    let decode_s = t2.elapsed().as_secs_f64();
+    let device_name = format!("{kind:?}").to_lowercase();
+    println!(
+        "{{\"model\":{:?},\"device\":{:?},\"threads\":{},\"load_s\":{load_s:.3},\"prefill_tokens\":{prefill},\"prefill_tok_s\":{:.2},\"decode_tokens\":{decode},\"decode_tok_s\":{:.2},\"weight_bytes\":{},\"gguf_tensor_bytes\":{}}}",
+        path,
+        device_name,
+        Pool::global().threads(),
+        prefill as f64 / prefill_s,
+        decode as f64 / decode_s,
+        model.weight_bytes(),
+        model.gguf_tensor_bytes(),
+    );
+    Ok(())
+}

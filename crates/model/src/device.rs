@@ -1,0 +1,34 @@
+//! Choosing where the model runs: the device is picked at run time, the code is the same.
+
+use burn::tensor::Device;
+
+use crate::error::{ModelError, Result};
+
+/// The devices stampo runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DeviceKind {
+    /// burn's Flex backend: pure-Rust CPU (native, and wasm's fallback).
+    #[default]
+    Cpu,
+    /// burn's wgpu backend: WebGPU in the browser, Vulkan/Metal natively.
+    Wgpu,
+}
+
+impl DeviceKind {
+    /// Parses `cpu` or `wgpu`.
+    pub fn parse(name: &str) -> Result<DeviceKind> {
+        match name {
+            "cpu" | "flex" => Ok(DeviceKind::Cpu),
+            "wgpu" | "gpu" => Ok(DeviceKind::Wgpu),
+            other => Err(ModelError::DeviceUnavailable(other.to_string())),
+        }
+    }
+
+    /// The burn device. The CPU path never initialises wgpu.
+    pub fn device(self) -> Result<Device> {
+        match self {
+            DeviceKind::Cpu => Ok(Device::flex()),
+            DeviceKind::Wgpu => Err(ModelError::DeviceUnavailable("wgpu".to_string())),
+        }
+    }
+}

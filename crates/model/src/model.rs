@@ -1,0 +1,337 @@
+//! The decoder every supported architecture is an instance of, its loader and its forward pass.
+//!
+//! The architecture modules ([`crate::llama`], [`crate::qwen2`], [`crate::gemma3`]) only read
+//! their metadata into a [`ModelConfig`]; this module builds the blocks from it.
+
+use burn::module::Module;
+use burn::tensor::{Device, Int, Tensor, TensorData};
+use stampo_gguf::Gguf;
+
+use crate::config::{ArchMetadata, LoadOptions, ModelConfig};
+use crate::error::{ModelError, Result};
+use crate::layers::{Attention, KvCache, Mlp, RmsNorm, Rope};
+use crate::quant::QLinear;
+use crate::weights::Weights;
+use crate::{gemma3, llama, qwen2};
+
+/// One transformer block: pre-norm attention and MLP with residual adds (and, for gemma3,
+/// norms of each branch's output before the add).
+#[derive(Module, Debug)]
+pub struct Block {
+    attn_norm: RmsNorm,
+    attn: Attention,
+    attn_post_norm: Option<RmsNorm>,
+    ffn_norm: RmsNorm,
+    mlp: Mlp,
+    ffn_post_norm: Option<RmsNorm>,
+}
+
+impl Block {
+    fn forward(&self, x: Tensor<2>, start: usize, rope: &Rope, cache: &mut KvCache) -> Tensor<2> {
+        let mut h = self
+            .attn
+            .forward(self.attn_norm.forward(x.clone()), start, rope, cache);
+        if let Some(norm) = &self.attn_post_norm {
+            h = norm.forward(h);
+        }
+        let x = x + h;
+        let mut h = self.mlp.forward(self.ffn_norm.forward(x.clone()));
+        if let Some(norm) = &self.ffn_post_norm {
+            h = norm.forward(h);
+        }
+        x + h
+    }
+}
+
+/// A decoder-only transformer with quantised weights.
+#[derive(Module, Debug)]
+pub struct Transformer {
+    embedding: QLinear,
+    blocks: Vec<Block>,
+    norm: RmsNorm,
+    /// `None` when the output projection is the embedding table (tied).
+    output: Option<QLinear>,
+    rope: Rope,
+    rope_local: Option<Rope>,
+    #[module(skip)]
+    config: ModelConfig,
+    #[module(skip)]
+    capacity: usize,
+    #[module(skip)]
+    gguf_bytes: usize,
+}
+
+/// The per-sequence state: one KV cache per layer and the next position.
+#[derive(Debug)]
+pub struct Cache {
+    layers: Vec<KvCache>,
+    position: usize,
+}
+
+impl Cache {
+    /// Positions already processed.
+    pub fn position(&self) -> usize {
+        self.position
+    }
+
+    /// Positions the cache holds.
+    pub fn capacity(&self) -> usize {
+        self.layers.first().map_or(0, KvCache::capacity)
+    }
+
+    /// Forgets the sequence (the memory stays allocated).
+    pub fn reset(&mut self) {
+        self.position = 0;
+    }
+}
+
+impl Transformer {
+    /// Loads the model in `gguf` onto `device`.
+    pub fn load(gguf: &Gguf<'_>, device: &Device, options: LoadOptions) -> Result<Transformer> {
+        let arch = gguf.metadata().architecture()?;
+        let meta = ArchMetadata::new(gguf.metadata(), arch);
+        let mut config = match arch {
+            "llama" => llama::config(&meta)?,
+            "qwen2" => qwen2::config(&meta)?,
+            "gemma3" => gemma3::config(&meta)?,
+            other => return Err(ModelError::UnsupportedArchitecture(other.to_string())),
+        };
+        config.architecture = arch.to_string();
+        let capacity = options.context.clamp(1, config.context_length);
+        Self::build(gguf, device, config, capacity)
+    }
+
+    fn build(
+        gguf: &Gguf<'_>,
+        device: &Device,
+        config: ModelConfig,
+        capacity: usize,
+    ) -> Result<Transformer> {
+        let mut w = Weights::new(gguf, device);
+        let c = &config;
+        let d = c.d_model;
+        let eps = f64::from(c.rms_eps);
+        let embd = gguf
+            .tensor("token_embd.weight")
+            .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".to_string()))?;
+        let vocab = embd.dims.get(1).copied().unwrap_or(0) as usize;
+        let embedding = w.linear("token_embd.weight", vocab, d, None)?;
+        let output = if w.has("output.weight") {
+            Some(w.linear("output.weight", vocab, d, None)?)
+        } else {
+            None
+        };
+        let norm = RmsNorm::new(w.vector("output_norm.weight", d)?, eps);
+        let (q_dim, kv_dim) = (c.heads * c.head_dim, c.kv_heads * c.head_dim);
+        let mut blocks = Vec::with_capacity(c.layers);
+        for i in 0..c.layers {
+            let n = |s: &str| format!("blk.{i}.{s}");
+            let bias = |s: &str| c.qkv_bias.then(|| n(s));
+            let ff = gguf
+                .tensor(&n("ffn_up.weight"))
+                .and_then(|t| t.dims.get(1).copied())
+                .ok_or_else(|| ModelError::MissingTensor(n("ffn_up.weight")))?
+                as usize;
+            let head_norm = |w: &mut Weights<'_, '_>, s: &str| -> Result<Option<RmsNorm>> {
+                if c.qk_norm {
+                    Ok(Some(RmsNorm::new(w.vector(&n(s), c.head_dim)?, eps)))
+                } else {
+                    Ok(None)
+                }
+            };
+            let post_norm = |w: &mut Weights<'_, '_>, s: &str| -> Result<Option<RmsNorm>> {
+                if c.post_norms {
+                    Ok(Some(RmsNorm::new(w.vector(&n(s), d)?, eps)))
+                } else {
+                    Ok(None)
+                }
+            };
+            let attn = Attention {
+                q: w.linear(
+                    &n("attn_q.weight"),
+                    q_dim,
+                    d,
+                    bias("attn_q.bias").as_deref(),
+                )?,
+                k: w.linear(
+                    &n("attn_k.weight"),
+                    kv_dim,
+                    d,
+                    bias("attn_k.bias").as_deref(),
+                )?,
+                v: w.linear(
+                    &n("attn_v.weight"),
+                    kv_dim,
+                    d,
+                    bias("attn_v.bias").as_deref(),
+                )?,
+                o: w.linear(&n("attn_output.weight"), d, q_dim, None)?,
+                q_norm: head_norm(&mut w, "attn_q_norm.weight")?,
+                k_norm: head_norm(&mut w, "attn_k_norm.weight")?,
+                heads: c.heads,
+                kv_heads: c.kv_heads,
+                head_dim: c.head_dim,
+                scale: c.attention_scale,
+                window: c.window(i),
+            };
+            blocks.push(Block {
+                attn_norm: RmsNorm::new(w.vector(&n("attn_norm.weight"), d)?, eps),
+                attn,
+                attn_post_norm: post_norm(&mut w, "post_attention_norm.weight")?,
+                ffn_norm: RmsNorm::new(w.vector(&n("ffn_norm.weight"), d)?, eps),
+                mlp: Mlp {
+                    gate: w.linear(&n("ffn_gate.weight"), ff, d, None)?,
+                    up: w.linear(&n("ffn_up.weight"), ff, d, None)?,
+                    down: w.linear(&n("ffn_down.weight"), d, ff, None)?,
+                    activation: c.activation,
+                },
+                ffn_post_norm: post_norm(&mut w, "post_ffw_norm.weight")?,
+            });
+        }
+        let rope = Rope::new(
+            c.head_dim,
+            capacity,
+            c.rope_base,
+            c.rope_scale,
+            c.rope_style,
+            device,
+        );
+        let rope_local = c.sliding_window.as_ref().map(|_| {
+            Rope::new(
+                c.head_dim,
+                capacity,
+                c.rope_base_local,
+                c.rope_scale,
+                c.rope_style,
+                device,
+            )
+        });
+        let gguf_bytes = w.gguf_bytes();
+        Ok(Transformer {
+            embedding,
+            blocks,
+            norm,
+            output,
+            rope,
+            rope_local,
+            config,
+            capacity,
+            gguf_bytes,
+        })
+    }
+
+    /// The hyper-parameters.
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    /// Tokens in the vocabulary (rows of the embedding table).
+    pub fn vocab_size(&self) -> usize {
+        self.embedding.rows()
+    }
+
+    /// The GGUF tensor bytes the model was built from.
+    pub fn gguf_tensor_bytes(&self) -> usize {
+        self.gguf_bytes
+    }
+
+    /// Bytes the weights occupy on the device (the tied table counted once).
+    pub fn weight_bytes(&self) -> usize {
+        let norm = |n: &RmsNorm| n.weight.dims()[0] * 4;
+        let opt = |n: &Option<RmsNorm>| n.as_ref().map_or(0, norm);
+        let blocks: usize = self
+            .blocks
+            .iter()
+            .map(|b| {
+                let a = &b.attn;
+                a.q.device_bytes()
+                    + a.k.device_bytes()
+                    + a.v.device_bytes()
+                    + a.o.device_bytes()
+                    + opt(&a.q_norm)
+                    + opt(&a.k_norm)
+                    + b.mlp.gate.device_bytes()
+                    + b.mlp.up.device_bytes()
+                    + b.mlp.down.device_bytes()
+                    + norm(&b.attn_norm)
+                    + norm(&b.ffn_norm)
+                    + opt(&b.attn_post_norm)
+                    + opt(&b.ffn_post_norm)
+            })
+            .sum();
+        blocks
+            + self.embedding.device_bytes()
+            + self.output.as_ref().map_or(0, QLinear::device_bytes)
+            + norm(&self.norm)
+    }
+
+    /// An empty cache for one sequence, allocated at full capacity now.
+    pub fn new_cache(&self) -> Cache {
+        let device = self.norm.weight.device();
+        let c = &self.config;
+        Cache {
+            layers: (0..c.layers)
+                .map(|_| KvCache::new(c.kv_heads, self.capacity, c.head_dim, &device))
+                .collect(),
+            position: 0,
+        }
+    }
+
+    /// Runs `tokens` at the cache's next positions (a prefill when several, a decode step
+    /// when one) and returns the logits of the last token, or of every token when `all`.
+    ///
+    /// # Shapes
+    /// - output: `[1, vocab]`, or `[tokens, vocab]` when `all`
+    pub fn forward(&self, tokens: &[u32], cache: &mut Cache, all: bool) -> Result<Tensor<2>> {
+        let n = tokens.len();
+        if n == 0 {
+            return Err(ModelError::EmptyInput);
+        }
+        let vocab = self.vocab_size();
+        if let Some(&id) = tokens.iter().find(|&&t| t as usize >= vocab) {
+            return Err(ModelError::TokenOutOfRange { id, vocab });
+        }
+        let start = cache.position;
+        if start + n > cache.capacity() {
+            return Err(ModelError::ContextOverflow {
+                needed: start + n,
+                capacity: cache.capacity(),
+            });
+        }
+        let device = self.norm.weight.device();
+        let ids: Vec<i64> = tokens.iter().map(|&t| i64::from(t)).collect();
+        let ids = Tensor::<1, Int>::from_data(TensorData::new(ids, [n]), &device);
+        let mut x = self.embedding.rows_of(ids);
+        if let Some(s) = self.config.embedding_scale {
+            x = x * s;
+        }
+        for (i, (block, layer_cache)) in self.blocks.iter().zip(&mut cache.layers).enumerate() {
+            let rope = match (&self.rope_local, self.config.window(i)) {
+                (Some(local), Some(_)) => local,
+                _ => &self.rope,
+            };
+            x = block.forward(x, start, rope, layer_cache);
+        }
+        cache.position = start + n;
+        if !all {
+            x = x.narrow(0, n - 1, 1);
+        }
+        let x = self.norm.forward(x);
+        let head = self.output.as_ref().unwrap_or(&self.embedding);
+        Ok(head.forward(x))
+    }
+}
+
+/// Reads a float tensor back to the host.
+pub fn to_vec(t: Tensor<2>) -> Result<Vec<f32>> {
+    t.try_into_data()
+        .map_err(|e| ModelError::Readback {
+            what: "logits",
+            reason: format!("{e:?}"),
+        })?
+        .try_into_vec::<f32>()
+        .map_err(|e| ModelError::Readback {
+            what: "logits",
+            reason: format!("{e:?}"),
+        })
+}

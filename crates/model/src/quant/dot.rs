@@ -1,0 +1,185 @@
+//! The dot product of one decoded weight row with one encoded activation row.
+//!
+//! Integer formats: `Σ_g scale[g]·d[g]·(q_w·q_x)_g + offset[g]·sum[g]` over groups of 16.
+//! On x86-64 an AVX2+FMA kernel is chosen at run time (detected once; AVX-512 and AMX are never
+//! used); elsewhere, including wasm32, the portable loop below is what LLVM vectorises
+//! (with `simd128` when the wasm build enables it).
+
+use super::unpack::GROUP;
+
+/// A decoded weight row and an encoded activation row, both of `cols` values.
+pub struct IntRows<'a> {
+    /// Weight quants.
+    pub wq: &'a [i8],
+    /// Weight scale per group.
+    pub wscale: &'a [f32],
+    /// Weight offset per group.
+    pub woffset: &'a [f32],
+    /// Activation quants.
+    pub xq: &'a [i8],
+    /// Activation scale per group.
+    pub xd: &'a [f32],
+    /// Activation `d·Σq` per group.
+    pub xsum: &'a [f32],
+}
+
+/// The integer-format dot product, on the fastest kernel this CPU offers.
+#[inline]
+pub fn dot_int(rows: &IntRows<'_>) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: AVX2 and FMA were detected on this CPU at run time.
+        return unsafe { x86::dot_int_avx2(rows) };
+    }
+    dot_int_portable(rows)
+}
+
+/// The float-format dot product, on the fastest kernel this CPU offers.
+#[inline]
+pub fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // SAFETY: AVX2 and FMA were detected on this CPU at run time.
+        return unsafe { x86::dot_f32_avx2(w, x) };
+    }
+    dot_f32_portable(w, x)
+}
+
+/// The portable integer kernel; also the reference the SIMD kernels are tested against.
+pub fn dot_int_portable(rows: &IntRows<'_>) -> f32 {
+    let mut acc = 0.0f32;
+    let groups = rows.wq.len() / GROUP;
+    for g in 0..groups {
+        let w = &rows.wq[g * GROUP..(g + 1) * GROUP];
+        let x = &rows.xq[g * GROUP..(g + 1) * GROUP];
+        let isum: i32 = w
+            .iter()
+            .zip(x)
+            .map(|(&a, &b)| i32::from(a) * i32::from(b))
+            .sum();
+        acc += rows.wscale[g] * rows.xd[g] * isum as f32;
+    }
+    acc + rows
+        .woffset
+        .iter()
+        .zip(rows.xsum)
+        .map(|(o, s)| o * s)
+        .sum::<f32>()
+}
+
+/// The portable float kernel (eight partial sums, which LLVM vectorises).
+pub fn dot_f32_portable(w: &[f32], x: &[f32]) -> f32 {
+    let mut acc = [0.0f32; 8];
+    let (wc, xc) = (w.chunks_exact(8), x.chunks_exact(8));
+    let tail: f32 = wc
+        .remainder()
+        .iter()
+        .zip(xc.remainder())
+        .map(|(a, b)| a * b)
+        .sum();
+    for (a, b) in wc.zip(xc) {
+        for i in 0..8 {
+            acc[i] += a[i] * b[i];
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
+#[cfg(target_arch = "x86_64")]
+fn has_avx2() -> bool {
+    use std::sync::OnceLock;
+    static AVX2: OnceLock<bool> = OnceLock::new();
+    *AVX2.get_or_init(|| {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    })
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{GROUP, IntRows};
+    use std::arch::x86_64::*;
+
+    /// Sums the eight lanes of `v`.
+    #[target_feature(enable = "avx2,fma")]
+    fn hsum(v: __m256) -> f32 {
+        let lo = _mm256_castps256_ps128(v);
+        let hi = _mm256_extractf128_ps::<1>(v);
+        let s = _mm_add_ps(lo, hi);
+        let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+        let s = _mm_add_ss(s, _mm_movehdup_ps(s));
+        _mm_cvtss_f32(s)
+    }
+
+    /// 32 values (two groups) per step: `|w|·sign(x, w)` with `maddubs`, pairs summed with
+    /// `madd` into eight `i32` lanes (lanes 0–3 the first group, 4–7 the second), scaled by
+    /// `scale·d` of each group and accumulated with FMA. Groups left over (an odd count) and the
+    /// offsets go through scalar code.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn dot_int_avx2(rows: &IntRows<'_>) -> f32 {
+        let n = rows.wq.len();
+        let pairs = n / (2 * GROUP);
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = _mm256_setzero_ps();
+        for p in 0..pairs {
+            let at = p * 2 * GROUP;
+            // SAFETY: `at + 32 <= n` and both slices hold `n` bytes; loads are unaligned.
+            let (w, x) = unsafe {
+                (
+                    _mm256_loadu_si256(rows.wq.as_ptr().add(at).cast()),
+                    _mm256_loadu_si256(rows.xq.as_ptr().add(at).cast()),
+                )
+            };
+            let prod = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+            let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
+            let g = 2 * p;
+            let s0 = rows.wscale[g] * rows.xd[g];
+            let s1 = rows.wscale[g + 1] * rows.xd[g + 1];
+            let scale = _mm256_set_m128(_mm_set1_ps(s1), _mm_set1_ps(s0));
+            acc = _mm256_fmadd_ps(sums, scale, acc);
+        }
+        let mut total = hsum(acc);
+        for g in 2 * pairs..n / GROUP {
+            let w = &rows.wq[g * GROUP..(g + 1) * GROUP];
+            let x = &rows.xq[g * GROUP..(g + 1) * GROUP];
+            let isum: i32 = w
+                .iter()
+                .zip(x)
+                .map(|(&a, &b)| i32::from(a) * i32::from(b))
+                .sum();
+            total += rows.wscale[g] * rows.xd[g] * isum as f32;
+        }
+        total + offsets_avx2(rows.woffset, rows.xsum)
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    fn offsets_avx2(o: &[f32], s: &[f32]) -> f32 {
+        dot_f32_avx2(o, s)
+    }
+
+    /// Float dot product: two FMA accumulators of eight lanes.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn dot_f32_avx2(w: &[f32], x: &[f32]) -> f32 {
+        let n = w.len().min(x.len());
+        let mut acc0 = _mm256_setzero_ps();
+        let mut acc1 = _mm256_setzero_ps();
+        let mut i = 0;
+        while i + 16 <= n {
+            // SAFETY: `i + 16 <= n` and both slices hold at least `n` floats.
+            unsafe {
+                let a0 = _mm256_loadu_ps(w.as_ptr().add(i));
+                let b0 = _mm256_loadu_ps(x.as_ptr().add(i));
+                let a1 = _mm256_loadu_ps(w.as_ptr().add(i + 8));
+                let b1 = _mm256_loadu_ps(x.as_ptr().add(i + 8));
+                acc0 = _mm256_fmadd_ps(a0, b0, acc0);
+                acc1 = _mm256_fmadd_ps(a1, b1, acc1);
+            }
+            i += 16;
+        }
+        let mut total = hsum(_mm256_add_ps(acc0, acc1));
+        while i < n {
+            total += w[i] * x[i];
+            i += 1;
+        }
+        total
+    }
+}

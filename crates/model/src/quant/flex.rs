@@ -1,0 +1,78 @@
+//! [`QuantOps`] on the Flex CPU backend: the SIMD kernels over the tensor's own storage.
+
+use std::sync::Arc;
+
+use burn::backend::Flex;
+use burn::backend::flex::FlexTensor;
+use burn::backend::tensor::{FloatTensor, IntTensor};
+use burn::tensor::{Bytes, TensorData};
+
+use super::matmul::{QuantMatrix, quant_matmul};
+use super::pool::Pool;
+use super::unpack::dequantize_row;
+use super::{QuantLayout, QuantOps};
+
+/// The storage of a Flex tensor, shared with the worker threads without copying.
+struct FlexBytes(Arc<Bytes>);
+
+impl AsRef<[u8]> for FlexBytes {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+fn matrix(blocks: &FlexTensor, layout: QuantLayout) -> QuantMatrix {
+    QuantMatrix {
+        bytes: Arc::new(FlexBytes(blocks.data_arc())),
+        offset: blocks.layout().start_offset() * 4,
+        format: layout.format,
+        rows: layout.rows,
+        cols: layout.cols,
+    }
+}
+
+impl QuantOps for Flex {
+    fn quant_matmul(
+        x: FloatTensor<Self>,
+        blocks: IntTensor<Self>,
+        layout: QuantLayout,
+    ) -> FloatTensor<Self> {
+        let tokens = x.layout().shape()[0];
+        let x = x.to_contiguous();
+        let values: &[f32] = x.storage::<f32>();
+        let start = x.layout().start_offset();
+        let values = &values[start..start + tokens * layout.cols];
+        let out = quant_matmul(&matrix(&blocks, layout), values, tokens, Pool::global());
+        FlexTensor::from_data(TensorData::new(out, [tokens, layout.rows]))
+    }
+
+    fn quant_rows(
+        blocks: IntTensor<Self>,
+        ids: IntTensor<Self>,
+        layout: QuantLayout,
+    ) -> FloatTensor<Self> {
+        let w = matrix(&blocks, layout);
+        let ids: Vec<i64> = ids
+            .into_data()
+            .convert::<i64>()
+            .try_into_vec()
+            .unwrap_or_default();
+        let row_bytes = layout.format.row_bytes(layout.cols).unwrap_or(0);
+        let all = (*w.bytes).as_ref();
+        let mut out = Vec::with_capacity(ids.len() * layout.cols);
+        let mut row = Vec::new();
+        for &id in &ids {
+            // Ids are checked against the vocabulary by the model before they get here.
+            let id = (id.max(0) as usize).min(layout.rows.saturating_sub(1));
+            let start = w.offset + id * row_bytes;
+            dequantize_row(
+                layout.format,
+                &all[start..start + row_bytes],
+                layout.cols,
+                &mut row,
+            );
+            out.extend_from_slice(&row);
+        }
+        FlexTensor::from_data(TensorData::new(out, [ids.len(), layout.cols]))
+    }
+}

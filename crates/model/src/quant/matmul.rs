@@ -1,0 +1,98 @@
+//! The quantised matmul on the CPU: `y[t, n] = Σ_k x[t, k] · W[n, k]` with `W` in GGUF blocks.
+//!
+//! Activations are encoded once (see [`super::act`]); the weight rows are split into one
+//! contiguous range per thread; each row is decoded once into a small scratch buffer and dotted
+//! with every activation row, so a batched prefill decodes each weight row once.
+
+use std::sync::Arc;
+
+use super::act::QuantizedActs;
+use super::dot::{IntRows, dot_f32, dot_int};
+use super::format::QuantFormat;
+use super::pool::Pool;
+use super::unpack::{UnpackedRow, unpack_row};
+
+/// Weight bytes shared with the worker threads (the backend's tensor storage).
+pub type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;
+
+/// A quantised weight matrix: `rows` output features of `cols` inputs, rows contiguous.
+#[derive(Clone)]
+pub struct QuantMatrix {
+    /// The storage holding the blocks.
+    pub bytes: SharedBytes,
+    /// Where the first row starts in `bytes`.
+    pub offset: usize,
+    /// The block format.
+    pub format: QuantFormat,
+    /// Output features.
+    pub rows: usize,
+    /// Input features (values per row).
+    pub cols: usize,
+}
+
+impl QuantMatrix {
+    fn row_bytes(&self) -> usize {
+        self.format.row_bytes(self.cols).unwrap_or(0)
+    }
+
+    fn row(&self, n: usize) -> &[u8] {
+        let rb = self.row_bytes();
+        let start = self.offset + n * rb;
+        &(*self.bytes).as_ref()[start..start + rb]
+    }
+}
+
+/// `x` (`tokens × cols`, row-major) times the transpose of `w`: `tokens × rows`, row-major.
+pub fn quant_matmul(w: &QuantMatrix, x: &[f32], tokens: usize, pool: &Pool) -> Vec<f32> {
+    let acts = Arc::new(QuantizedActs::encode(w.format.activation(), x, w.cols));
+    let threads = pool.threads().min(w.rows.max(1));
+    let per = w.rows.div_ceil(threads);
+    let tasks: Vec<Box<dyn FnOnce() -> Vec<f32> + Send>> = (0..threads)
+        .map(|i| {
+            let (w, acts) = (w.clone(), Arc::clone(&acts));
+            let range = (i * per).min(w.rows)..((i + 1) * per).min(w.rows);
+            Box::new(move || rows_times_acts(&w, &acts, tokens, range)) as _
+        })
+        .collect();
+    let parts = pool.run(tasks);
+    let mut out = vec![0.0f32; tokens * w.rows];
+    let mut start = 0;
+    for part in parts {
+        let len = part.len() / tokens.max(1);
+        for t in 0..tokens {
+            out[t * w.rows + start..t * w.rows + start + len]
+                .copy_from_slice(&part[t * len..(t + 1) * len]);
+        }
+        start += len;
+    }
+    out
+}
+
+/// Rows `range` of `w` against every activation row: `tokens × range.len()`, row-major.
+fn rows_times_acts(
+    w: &QuantMatrix,
+    acts: &QuantizedActs,
+    tokens: usize,
+    range: std::ops::Range<usize>,
+) -> Vec<f32> {
+    let len = range.len();
+    let mut out = vec![0.0f32; tokens * len];
+    let mut row = UnpackedRow::default();
+    for (i, n) in range.enumerate() {
+        unpack_row(w.format, w.row(n), w.cols, &mut row);
+        for t in 0..tokens {
+            out[t * len + i] = match w.format {
+                QuantFormat::F32 | QuantFormat::F16 => dot_f32(&row.values, acts.row_values(t)),
+                _ => dot_int(&IntRows {
+                    wq: &row.q,
+                    wscale: &row.scale,
+                    woffset: &row.offset,
+                    xq: acts.row_q(t),
+                    xd: acts.row_d(t),
+                    xsum: acts.row_sum(t),
+                }),
+            };
+        }
+    }
+    out
+}

@@ -1,0 +1,194 @@
+//! Bad input gives an error that names what is wrong, never silent garbage: an unsupported
+//! architecture or tensor type, a missing or mis-shaped tensor, a context longer than the cache,
+//! a token outside the vocabulary.
+//!
+//! Each case edits one thing in a tiny, valid `llama` file built with `stampo-gguf`'s writer.
+
+use stampo_gguf::writer::{GgufWriter, OwnedValue};
+use stampo_gguf::{GgmlType, Gguf};
+use stampo_model::{DeviceKind, LoadOptions, ModelError, Transformer};
+
+const D: u64 = 32;
+const FF: u64 = 64;
+const VOCAB: u64 = 40;
+const HEAD_DIM: u64 = 16;
+const KV_HEADS: u64 = 1;
+
+/// What to change in the tiny file.
+#[derive(Default)]
+struct Edit {
+    architecture: Option<&'static str>,
+    drop: Option<&'static str>,
+    reshape: Option<(&'static str, Vec<u64>)>,
+    retype: Option<(&'static str, GgmlType)>,
+}
+
+fn f32_bytes(n: u64, seed: u64) -> Vec<u8> {
+    (0..n)
+        .flat_map(|i| (((i * 7919 + seed * 104_729) % 1000) as f32 / 1000.0 - 0.5).to_le_bytes())
+        .collect()
+}
+
+fn tiny_llama(edit: &Edit) -> Vec<u8> {
+    let arch = edit.architecture.unwrap_or("llama");
+    let mut w = GgufWriter::new();
+    w.add("general.architecture", OwnedValue::String(arch.into()));
+    for (k, v) in [
+        ("block_count", 2u32),
+        ("context_length", 64),
+        ("embedding_length", D as u32),
+        ("feed_forward_length", FF as u32),
+        ("attention.head_count", 2),
+        ("attention.head_count_kv", KV_HEADS as u32),
+    ] {
+        w.add(&format!("{arch}.{k}"), OwnedValue::U32(v));
+    }
+    w.add(
+        &format!("{arch}.attention.layer_norm_rms_epsilon"),
+        OwnedValue::F32(1e-5),
+    );
+    let mut tensors: Vec<(String, Vec<u64>)> = vec![
+        ("token_embd.weight".into(), vec![D, VOCAB]),
+        ("output_norm.weight".into(), vec![D]),
+    ];
+    for i in 0..2 {
+        for (n, dims) in [
+            ("attn_norm.weight", vec![D]),
+            ("attn_q.weight", vec![D, D]),
+            ("attn_k.weight", vec![D, HEAD_DIM * KV_HEADS]),
+            ("attn_v.weight", vec![D, HEAD_DIM * KV_HEADS]),
+            ("attn_output.weight", vec![D, D]),
+            ("ffn_norm.weight", vec![D]),
+            ("ffn_gate.weight", vec![D, FF]),
+            ("ffn_up.weight", vec![D, FF]),
+            ("ffn_down.weight", vec![FF, D]),
+        ] {
+            tensors.push((format!("blk.{i}.{n}"), dims));
+        }
+    }
+    for (seed, (name, mut dims)) in tensors.into_iter().enumerate() {
+        if edit.drop == Some(name.as_str()) {
+            continue;
+        }
+        if let Some((n, d)) = &edit.reshape
+            && *n == name
+        {
+            dims = d.clone();
+        }
+        let elements: u64 = dims.iter().product();
+        match &edit.retype {
+            Some((n, ty)) if *n == name => {
+                let bytes = ty.row_size(elements).expect("whole blocks") as usize;
+                w.add_tensor(&name, *ty, &dims, vec![0; bytes]);
+            }
+            _ => {
+                w.add_tensor(
+                    &name,
+                    GgmlType::F32,
+                    &dims,
+                    f32_bytes(elements, seed as u64),
+                );
+            }
+        }
+    }
+    w.to_bytes()
+}
+
+fn load(bytes: &[u8], context: usize) -> Result<Transformer, ModelError> {
+    let gguf = Gguf::parse(bytes).expect("the tiny file parses");
+    let device = DeviceKind::Cpu.device().expect("cpu device");
+    Transformer::load(&gguf, &device, LoadOptions { context })
+}
+
+fn load_error(edit: Edit) -> String {
+    match load(&tiny_llama(&edit), 16) {
+        Ok(_) => unreachable!("the edited file loaded"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn the_unedited_tiny_model_loads_and_runs() {
+    let model = load(&tiny_llama(&Edit::default()), 16).expect("loads");
+    let mut cache = model.new_cache();
+    let logits = model.forward(&[1, 2, 3], &mut cache, true).expect("runs");
+    assert_eq!(logits.dims(), [3, VOCAB as usize]);
+    let values = stampo_model::to_vec(logits).expect("readback");
+    assert!(values.iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn unsupported_architecture_is_named() {
+    let e = load_error(Edit {
+        architecture: Some("mamba"),
+        ..Edit::default()
+    });
+    assert!(e.contains("unsupported architecture 'mamba'"), "{e}");
+}
+
+#[test]
+fn missing_tensor_is_named() {
+    let e = load_error(Edit {
+        drop: Some("blk.1.ffn_down.weight"),
+        ..Edit::default()
+    });
+    assert!(e.contains("'blk.1.ffn_down.weight' is missing"), "{e}");
+}
+
+#[test]
+fn misshaped_tensor_is_named_with_both_shapes() {
+    let e = load_error(Edit {
+        reshape: Some(("blk.0.attn_q.weight", vec![D, D + 32])),
+        ..Edit::default()
+    });
+    assert!(
+        e.contains("'blk.0.attn_q.weight' has shape [32, 64]"),
+        "{e}"
+    );
+    assert!(e.contains("expected [32, 32]"), "{e}");
+}
+
+#[test]
+fn unsupported_tensor_type_is_named() {
+    let e = load_error(Edit {
+        retype: Some(("blk.0.ffn_up.weight", GgmlType::Q5_0)),
+        ..Edit::default()
+    });
+    assert!(e.contains("'blk.0.ffn_up.weight' has type Q5_0"), "{e}");
+}
+
+#[test]
+fn context_longer_than_the_cache_is_refused() {
+    let model = load(&tiny_llama(&Edit::default()), 8).expect("loads");
+    let mut cache = model.new_cache();
+    assert_eq!(cache.capacity(), 8);
+    model.forward(&[1; 6], &mut cache, false).expect("fits");
+    let e = model
+        .forward(&[1; 3], &mut cache, false)
+        .expect_err("overflows")
+        .to_string();
+    assert!(
+        e.contains("9 positions needed, the KV cache holds 8"),
+        "{e}"
+    );
+}
+
+#[test]
+fn cache_capacity_is_capped_at_the_context_length() {
+    let model = load(&tiny_llama(&Edit::default()), 100_000).expect("loads");
+    assert_eq!(model.new_cache().capacity(), 64);
+}
+
+#[test]
+fn token_outside_the_vocabulary_is_refused() {
+    let model = load(&tiny_llama(&Edit::default()), 16).expect("loads");
+    let mut cache = model.new_cache();
+    let e = model
+        .forward(&[3, 40], &mut cache, false)
+        .expect_err("out of range")
+        .to_string();
+    assert!(
+        e.contains("token id 40 is outside the vocabulary of 40"),
+        "{e}"
+    );
+}

@@ -1,0 +1,101 @@
+//! Helpers shared by the model tests: finding models and fixtures, the device list.
+
+// Test helpers fail the test by panicking, as assertions do.
+#![allow(dead_code, clippy::panic)]
+
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// Where the GGUF models are: `$STAMPO_MODELS`, else `$HOME/.cache/stampo/models`.
+pub fn models_dir() -> PathBuf {
+    match std::env::var_os("STAMPO_MODELS") {
+        Some(dir) => PathBuf::from(dir),
+        None => {
+            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/stampo/models")
+        }
+    }
+}
+
+/// The bytes of model `file`, or `None` (after printing `SKIPPED`) when it is absent and
+/// `STAMPO_REQUIRE_FIXTURES` is not `1`.
+pub fn model_bytes(file: &str) -> Option<Vec<u8>> {
+    let path = models_dir().join(file);
+    match std::fs::read(&path) {
+        Ok(bytes) => Some(bytes),
+        Err(e) => {
+            if std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() == Ok("1") {
+                panic!(
+                    "model {file} not found at {} ({e}) and STAMPO_REQUIRE_FIXTURES=1",
+                    path.display()
+                );
+            }
+            println!("SKIPPED: {file} not found at {}", path.display());
+            None
+        }
+    }
+}
+
+/// One prompt of a llama.cpp fixture.
+#[derive(Debug, Deserialize)]
+pub struct FixturePrompt {
+    pub text: String,
+    pub ids: Vec<u32>,
+    pub greedy: Vec<u32>,
+    /// `[token id, logit]` of the 20 largest logits at the first generated position.
+    pub top: Vec<(u32, f32)>,
+}
+
+/// Perplexity reference.
+#[derive(Debug, Deserialize)]
+pub struct FixturePerplexity {
+    pub ids: Vec<u32>,
+    pub ppl: f64,
+}
+
+/// A fixture written by `tests/fixtures/model/generate.py`.
+#[derive(Debug, Deserialize)]
+pub struct Fixture {
+    pub model: String,
+    pub prompts: Vec<FixturePrompt>,
+    pub perplexity: FixturePerplexity,
+}
+
+/// The fixture of model file `file` (`<stem>.json` beside `generate.py`), or `None` (after
+/// printing `SKIPPED`) when it has not been generated and `STAMPO_REQUIRE_FIXTURES` is not `1`.
+pub fn fixture(file: &str) -> Option<Fixture> {
+    let stem = file.trim_end_matches(".gguf");
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/model")
+        .join(format!("{stem}.json"));
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Some(
+            serde_json::from_str(&text)
+                .unwrap_or_else(|e| panic!("fixture {}: {e}", path.display())),
+        ),
+        Err(e) => {
+            if std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() == Ok("1") {
+                panic!(
+                    "fixture {} missing ({e}) and STAMPO_REQUIRE_FIXTURES=1",
+                    path.display()
+                );
+            }
+            println!(
+                "SKIPPED: fixture {} not found (run tests/fixtures/model/generate.py)",
+                path.display()
+            );
+            None
+        }
+    }
+}
+
+/// Index of the largest value (the first of equals, as numpy's `argmax`).
+pub fn argmax(v: &[f32]) -> u32 {
+    let mut best = 0;
+    for (i, &x) in v.iter().enumerate() {
+        if x > v[best] {
+            best = i;
+        }
+    }
+    best as u32
+}

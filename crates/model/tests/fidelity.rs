@@ -1,0 +1,148 @@
+//! Fidelity to llama.cpp on the same GGUF files (fixtures from `tests/fixtures/model/generate.py`):
+//! for each of 20 prompts, the 32 greedy tokens must be identical and the 20 largest logits at the
+//! first generated position must agree within `LOGIT_TOLERANCE`; the perplexity of a fixed text
+//! must be within 1% of llama.cpp's.
+//!
+//! One test body runs per (model, device) pair, listed in `fidelity_tests!` below.
+
+mod common;
+
+use common::{argmax, fixture, model_bytes};
+use stampo_gguf::Gguf;
+use stampo_model::{DeviceKind, LoadOptions, Transformer, to_vec};
+
+/// Largest allowed |ours − llama.cpp| on a top-20 logit. Both sides quantise activations to
+/// 8 bits the same way and keep K/V in f16, but sum in different orders and differ in a few
+/// roundings (llama.cpp also rounds Q and the softmax output to f16 in attention), which moves
+/// logits by a few hundredths; 0.25 leaves room for that while catching any real mistake
+/// (a wrong RoPE, norm or quant decode moves logits by whole units).
+const LOGIT_TOLERANCE: f32 = 0.25;
+
+/// Largest allowed relative perplexity difference (the 1%).
+const PERPLEXITY_TOLERANCE: f64 = 0.01;
+
+fn check_fidelity(file: &str, device: DeviceKind) {
+    let Some(bytes) = model_bytes(file) else {
+        return;
+    };
+    let Some(fx) = fixture(file) else { return };
+    assert_eq!(fx.model, file);
+    let gguf = Gguf::parse(&bytes).expect("model parses");
+    let device = device.device().expect("device available");
+    let model =
+        Transformer::load(&gguf, &device, LoadOptions { context: 512 }).expect("model loads");
+    let mut cache = model.new_cache();
+    let (mut max_abs, mut max_rel) = (0.0f32, 0.0f32);
+    let mut mismatches = Vec::new();
+    for (p, prompt) in fx.prompts.iter().enumerate() {
+        cache.reset();
+        let mut logits = to_vec(
+            model
+                .forward(&prompt.ids, &mut cache, false)
+                .expect("prefill"),
+        )
+        .expect("readback");
+        for &(id, want) in &prompt.top {
+            let got = logits[id as usize];
+            max_abs = max_abs.max((got - want).abs());
+            max_rel = max_rel.max((got - want).abs() / want.abs().max(1e-6));
+        }
+        let mut greedy = Vec::with_capacity(prompt.greedy.len());
+        for step in 0..prompt.greedy.len() {
+            let tok = argmax(&logits);
+            greedy.push(tok);
+            if step + 1 < prompt.greedy.len() {
+                logits = to_vec(model.forward(&[tok], &mut cache, false).expect("decode"))
+                    .expect("readback");
+            }
+        }
+        if greedy != prompt.greedy {
+            let at = greedy
+                .iter()
+                .zip(&prompt.greedy)
+                .position(|(a, b)| a != b)
+                .unwrap_or(0);
+            mismatches.push(format!(
+                "prompt {p} {:?}: first difference at token {at}",
+                prompt.text
+            ));
+        }
+    }
+    println!(
+        "{file}: {} prompts, top-20 logits max abs error {max_abs:.4}, max rel error {max_rel:.5}",
+        fx.prompts.len()
+    );
+    assert!(
+        mismatches.is_empty(),
+        "greedy tokens differ from llama.cpp:\n{}",
+        mismatches.join("\n")
+    );
+    assert!(
+        max_abs <= LOGIT_TOLERANCE,
+        "top-20 logits differ by up to {max_abs} (tolerance {LOGIT_TOLERANCE})"
+    );
+
+    // Perplexity over the fixed text, one window, every position after the first scored.
+    let ids = &fx.perplexity.ids;
+    cache.reset();
+    let all = to_vec(
+        model
+            .forward(ids, &mut cache, true)
+            .expect("perplexity forward"),
+    )
+    .expect("readback");
+    let vocab = model.vocab_size();
+    let mut nll = 0.0f64;
+    for pos in 0..ids.len() - 1 {
+        let row = &all[pos * vocab..(pos + 1) * vocab];
+        let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
+        let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+        nll -= row[ids[pos + 1] as usize] as f64 - max - sum.ln();
+    }
+    let ppl = (nll / (ids.len() - 1) as f64).exp();
+    let rel = (ppl - fx.perplexity.ppl).abs() / fx.perplexity.ppl;
+    println!(
+        "{file}: perplexity {ppl:.4} vs llama.cpp {:.4} (relative difference {rel:.5})",
+        fx.perplexity.ppl
+    );
+    assert!(
+        rel <= PERPLEXITY_TOLERANCE,
+        "perplexity {ppl} vs llama.cpp {}",
+        fx.perplexity.ppl
+    );
+}
+
+macro_rules! fidelity_tests {
+    ($($name:ident: $file:expr, $device:expr;)*) => {$(
+        #[test]
+        fn $name() {
+            check_fidelity($file, $device);
+        }
+    )*};
+}
+
+fidelity_tests! {
+    smollm2_cpu: "SmolLM2-135M-Instruct.Q4_1.gguf", DeviceKind::Cpu;
+}
+
+/// Independent of the fixtures: SmolLM2 completes "The capital of France is" with " Paris".
+/// The ids are the file's own vocabulary entries (`tokenizer.ggml.tokens`): 504 "The",
+/// 3575 "Ġcapital", 282 "Ġof", 4649 "ĠFrance", 314 "Ġis"; 7042 is "ĠParis".
+#[test]
+fn smollm2_knows_the_capital_of_france() {
+    let Some(bytes) = model_bytes("SmolLM2-135M-Instruct.Q4_1.gguf") else {
+        return;
+    };
+    let gguf = Gguf::parse(&bytes).expect("model parses");
+    let device = DeviceKind::Cpu.device().expect("cpu device");
+    let model =
+        Transformer::load(&gguf, &device, LoadOptions { context: 64 }).expect("model loads");
+    let mut cache = model.new_cache();
+    let logits = to_vec(
+        model
+            .forward(&[504, 3575, 282, 4649, 314], &mut cache, false)
+            .expect("prefill"),
+    )
+    .expect("readback");
+    assert_eq!(argmax(&logits), 7042);
+}

@@ -1,0 +1,189 @@
+//! The CPU kernels of the quantised matmul against the scalar reference: `stampo-gguf`'s
+//! dequantisation (ggml's `dequantize_row_*`) followed by an `f64` dot product.
+//!
+//! Random blocks of every supported format, with realistic `f16` scales, are decoded by our
+//! unpacker (must be bit-identical to the reference), dotted by the SIMD kernel (must equal the
+//! portable kernel up to float reassociation), and multiplied through the threaded matmul (must
+//! equal the reference within the error that quantising the activations to 8 bits implies).
+
+use half::f16;
+use stampo_gguf::{GgmlType, dequantize_to_vec};
+use stampo_model::quant::QuantFormat;
+use stampo_model::quant::act::QuantizedActs;
+use stampo_model::quant::dot::{IntRows, dot_f32, dot_f32_portable, dot_int, dot_int_portable};
+use stampo_model::quant::matmul::{QuantMatrix, quant_matmul};
+use stampo_model::quant::pool::Pool;
+use stampo_model::quant::unpack::{UnpackedRow, dequantize_row, unpack_row};
+use std::sync::Arc;
+
+/// xorshift64*: reproducible test data without a dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    /// Uniform in [-1, 1).
+    fn float(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+}
+
+fn put_f16(bytes: &mut [u8], at: usize, v: f32) {
+    bytes[at..at + 2].copy_from_slice(&f16::from_f32(v).to_le_bytes());
+}
+
+/// `rows` rows of `cols` values in `format`: random quants, scales of realistic size.
+fn random_matrix(format: QuantFormat, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
+    let n_blocks = rows * cols / format.block_len();
+    let bb = format.block_bytes();
+    let mut bytes = vec![0u8; n_blocks * bb];
+    match format {
+        QuantFormat::F32 => {
+            for c in bytes.chunks_exact_mut(4) {
+                c.copy_from_slice(&rng.float().to_le_bytes());
+            }
+        }
+        QuantFormat::F16 => {
+            for c in bytes.chunks_exact_mut(2) {
+                c.copy_from_slice(&f16::from_f32(rng.float()).to_le_bytes());
+            }
+        }
+        _ => {
+            for block in bytes.chunks_exact_mut(bb) {
+                for b in block.iter_mut() {
+                    *b = rng.next() as u8;
+                }
+                let scale = 0.01 + 0.02 * rng.float().abs();
+                match format {
+                    QuantFormat::Q4_0 | QuantFormat::Q8_0 => put_f16(block, 0, scale),
+                    QuantFormat::Q4_1 => {
+                        put_f16(block, 0, scale);
+                        put_f16(block, 2, -0.1 * rng.float().abs());
+                    }
+                    QuantFormat::Q4K | QuantFormat::Q5K => {
+                        put_f16(block, 0, scale / 16.0);
+                        put_f16(block, 2, scale / 32.0);
+                    }
+                    QuantFormat::Q6K => put_f16(block, 208, scale / 32.0),
+                    QuantFormat::F32 | QuantFormat::F16 => unreachable!(),
+                }
+            }
+        }
+    }
+    bytes
+}
+
+fn ggml_type(format: QuantFormat) -> GgmlType {
+    GgmlType::from_id(format.ggml_id()).expect("every supported format is a ggml type")
+}
+
+#[test]
+fn decoding_is_bit_identical_to_the_gguf_reference() {
+    let mut rng = Rng(0x5eed);
+    for format in QuantFormat::ALL {
+        let cols = 512;
+        let bytes = random_matrix(format, 3, cols, &mut rng);
+        let reference =
+            dequantize_to_vec(ggml_type(format), &bytes).expect("reference dequantises");
+        let row_bytes = format.row_bytes(cols).expect("whole blocks");
+        let mut ours = Vec::new();
+        for (r, row) in bytes.chunks_exact(row_bytes).enumerate() {
+            dequantize_row(format, row, cols, &mut ours);
+            let want = &reference[r * cols..(r + 1) * cols];
+            for (i, (a, b)) in ours.iter().zip(want).enumerate() {
+                assert_eq!(
+                    a.to_bits(),
+                    b.to_bits(),
+                    "{format} row {r} value {i}: {a} vs {b}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn simd_dot_equals_the_portable_kernel() {
+    let mut rng = Rng(42);
+    for format in QuantFormat::ALL {
+        // 768 = three K-quant blocks; an odd number of 16-value groups is covered by 32-blocks.
+        for cols in [256usize, 768] {
+            let bytes = random_matrix(format, 1, cols, &mut rng);
+            let x: Vec<f32> = (0..cols).map(|_| 3.0 * rng.float()).collect();
+            let acts = QuantizedActs::encode(format.activation(), &x, cols);
+            let mut row = UnpackedRow::default();
+            unpack_row(format, &bytes, cols, &mut row);
+            let (fast, slow) = match format {
+                QuantFormat::F32 | QuantFormat::F16 => (
+                    dot_f32(&row.values, acts.row_values(0)),
+                    dot_f32_portable(&row.values, acts.row_values(0)),
+                ),
+                _ => {
+                    let rows = IntRows {
+                        wq: &row.q,
+                        wscale: &row.scale,
+                        woffset: &row.offset,
+                        xq: acts.row_q(0),
+                        xd: acts.row_d(0),
+                        xsum: acts.row_sum(0),
+                    };
+                    (dot_int(&rows), dot_int_portable(&rows))
+                }
+            };
+            let tol = 1e-5 * slow.abs().max(1.0);
+            assert!(
+                (fast - slow).abs() <= tol,
+                "{format} cols {cols}: simd {fast} portable {slow}"
+            );
+        }
+    }
+}
+
+#[test]
+fn threaded_matmul_matches_the_dequantised_reference() {
+    let mut rng = Rng(7);
+    let (rows, cols, tokens) = (37, 512, 3);
+    for format in QuantFormat::ALL {
+        let bytes = random_matrix(format, rows, cols, &mut rng);
+        let w = dequantize_to_vec(ggml_type(format), &bytes).expect("reference dequantises");
+        let x: Vec<f32> = (0..tokens * cols).map(|_| 2.0 * rng.float()).collect();
+        let matrix = QuantMatrix {
+            bytes: Arc::new(bytes),
+            offset: 0,
+            format,
+            rows,
+            cols,
+        };
+        let one = quant_matmul(&matrix, &x, tokens, &Pool::new(1));
+        let three = quant_matmul(&matrix, &x, tokens, &Pool::new(3));
+        assert_eq!(one, three, "{format}: the thread count changed the result");
+        for t in 0..tokens {
+            let xs = &x[t * cols..(t + 1) * cols];
+            let xmax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs())) as f64;
+            for n in 0..rows {
+                let ws = &w[n * cols..(n + 1) * cols];
+                let exact: f64 = ws
+                    .iter()
+                    .zip(xs)
+                    .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                    .sum();
+                let wabs: f64 = ws.iter().map(|&a| f64::from(a).abs()).sum();
+                // 8-bit activations are off by at most half a step, `max|x| / 254`, per value;
+                // half-rounded ones by 2^-11 relative; f32 only by reassociation.
+                let bound = match format.activation() {
+                    stampo_model::quant::ActivationFormat::F32 => 1e-5 * wabs * xmax,
+                    stampo_model::quant::ActivationFormat::F16 => 1e-3 * wabs * xmax,
+                    _ => wabs * xmax / 254.0 + 1e-4,
+                };
+                let got = f64::from(one[t * rows + n]);
+                assert!(
+                    (got - exact).abs() <= bound,
+                    "{format} token {t} row {n}: {got} vs {exact} (bound {bound})"
+                );
+            }
+        }
+    }
+}
