@@ -20,7 +20,7 @@ pub enum ModelError {
 
     /// A tensor's element type has no quantised matmul.
     #[error(
-        "tensor '{name}' has type {ty}, which has no matmul here (supported: F32, F16, Q4_0, Q4_1, Q8_0, Q4_K, Q5_K, Q6_K)"
+        "tensor '{name}' has type {ty}, which has no matmul here (supported: F32, F16, Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q5_K, Q6_K)"
     )]
     UnsupportedTensorType {
         /// The tensor.

@@ -151,10 +151,10 @@ fn misshaped_tensor_is_named_with_both_shapes() {
 #[test]
 fn unsupported_tensor_type_is_named() {
     let e = load_error(Edit {
-        retype: Some(("blk.0.ffn_up.weight", GgmlType::Q5_0)),
+        retype: Some(("blk.0.ffn_up.weight", GgmlType::Q5_1)),
         ..Edit::default()
     });
-    assert!(e.contains("'blk.0.ffn_up.weight' has type Q5_0"), "{e}");
+    assert!(e.contains("'blk.0.ffn_up.weight' has type Q5_1"), "{e}");
 }
 
 #[test]

@@ -123,6 +123,8 @@ macro_rules! fidelity_tests {
 
 fidelity_tests! {
     smollm2_cpu: "SmolLM2-135M-Instruct.Q4_1.gguf", DeviceKind::Cpu;
+    qwen2_cpu: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", DeviceKind::Cpu;
+    gemma3_cpu: "gemma-3-270m-q4_k_m.gguf", DeviceKind::Cpu;
 }
 
 /// Independent of the fixtures: SmolLM2 completes "The capital of France is" with " Paris".
@@ -145,4 +147,26 @@ fn smollm2_knows_the_capital_of_france() {
     )
     .expect("readback");
     assert_eq!(argmax(&logits), 7042);
+}
+
+/// Independent of the fixtures: Qwen2.5-Coder (qwen2: Q/K/V biases, NeoX RoPE, Q5_0/Q4_K/Q6_K/Q8_0
+/// weights) completes "The capital of France is" with " Paris". Ids from the file's vocabulary:
+/// 785 "The", 6722 "Ġcapital", 315 "Ġof", 9625 "ĠFrance", 374 "Ġis"; 12095 is "ĠParis".
+#[test]
+fn qwen2_knows_the_capital_of_france() {
+    let Some(bytes) = model_bytes("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf") else {
+        return;
+    };
+    let gguf = Gguf::parse(&bytes).expect("model parses");
+    let device = DeviceKind::Cpu.device().expect("cpu device");
+    let model =
+        Transformer::load(&gguf, &device, LoadOptions { context: 64 }).expect("model loads");
+    let mut cache = model.new_cache();
+    let logits = to_vec(
+        model
+            .forward(&[785, 6722, 315, 9625, 374], &mut cache, false)
+            .expect("prefill"),
+    )
+    .expect("readback");
+    assert_eq!(argmax(&logits), 12095);
 }

@@ -59,7 +59,9 @@ fn random_matrix(format: QuantFormat, rows: usize, cols: usize, rng: &mut Rng) -
                 }
                 let scale = 0.01 + 0.02 * rng.float().abs();
                 match format {
-                    QuantFormat::Q4_0 | QuantFormat::Q8_0 => put_f16(block, 0, scale),
+                    QuantFormat::Q4_0 | QuantFormat::Q5_0 | QuantFormat::Q8_0 => {
+                        put_f16(block, 0, scale)
+                    }
                     QuantFormat::Q4_1 => {
                         put_f16(block, 0, scale);
                         put_f16(block, 2, -0.1 * rng.float().abs());

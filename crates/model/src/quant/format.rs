@@ -18,6 +18,8 @@ pub enum QuantFormat {
     Q4_0,
     /// 32 values: `f16` scale and `f16` min, 16 bytes of unsigned 4-bit quants.
     Q4_1,
+    /// 32 values: `f16` scale, 32 high bits, 16 bytes of low nibbles; 5-bit quants offset by 16.
+    Q5_0,
     /// 32 values: `f16` scale, 32 signed bytes.
     Q8_0,
     /// 256 values: `f16` super-scale and super-min, 12 bytes of 6-bit sub-scales/mins, 4-bit quants.
@@ -30,11 +32,12 @@ pub enum QuantFormat {
 
 impl QuantFormat {
     /// Every supported format, for tests and error messages.
-    pub const ALL: [QuantFormat; 8] = [
+    pub const ALL: [QuantFormat; 9] = [
         QuantFormat::F32,
         QuantFormat::F16,
         QuantFormat::Q4_0,
         QuantFormat::Q4_1,
+        QuantFormat::Q5_0,
         QuantFormat::Q8_0,
         QuantFormat::Q4K,
         QuantFormat::Q5K,
@@ -48,6 +51,7 @@ impl QuantFormat {
             QuantFormat::F16 => 1,
             QuantFormat::Q4_0 => 2,
             QuantFormat::Q4_1 => 3,
+            QuantFormat::Q5_0 => 6,
             QuantFormat::Q8_0 => 8,
             QuantFormat::Q4K => 12,
             QuantFormat::Q5K => 13,
@@ -67,6 +71,7 @@ impl QuantFormat {
             QuantFormat::F16 => "F16",
             QuantFormat::Q4_0 => "Q4_0",
             QuantFormat::Q4_1 => "Q4_1",
+            QuantFormat::Q5_0 => "Q5_0",
             QuantFormat::Q8_0 => "Q8_0",
             QuantFormat::Q4K => "Q4_K",
             QuantFormat::Q5K => "Q5_K",
@@ -78,7 +83,7 @@ impl QuantFormat {
     pub const fn block_len(self) -> usize {
         match self {
             QuantFormat::F32 | QuantFormat::F16 => 1,
-            QuantFormat::Q4_0 | QuantFormat::Q4_1 | QuantFormat::Q8_0 => 32,
+            QuantFormat::Q4_0 | QuantFormat::Q4_1 | QuantFormat::Q5_0 | QuantFormat::Q8_0 => 32,
             QuantFormat::Q4K | QuantFormat::Q5K | QuantFormat::Q6K => 256,
         }
     }
@@ -90,6 +95,7 @@ impl QuantFormat {
             QuantFormat::F16 => 2,
             QuantFormat::Q4_0 => 18,
             QuantFormat::Q4_1 => 20,
+            QuantFormat::Q5_0 => 22,
             QuantFormat::Q8_0 => 34,
             QuantFormat::Q4K => 144,
             QuantFormat::Q5K => 176,
@@ -111,7 +117,7 @@ impl QuantFormat {
         match self {
             QuantFormat::F32 => ActivationFormat::F32,
             QuantFormat::F16 => ActivationFormat::F16,
-            QuantFormat::Q4_0 | QuantFormat::Q8_0 => ActivationFormat::Q8_0,
+            QuantFormat::Q4_0 | QuantFormat::Q5_0 | QuantFormat::Q8_0 => ActivationFormat::Q8_0,
             QuantFormat::Q4_1 => ActivationFormat::Q8_1,
             QuantFormat::Q4K | QuantFormat::Q5K | QuantFormat::Q6K => ActivationFormat::Q8K,
         }

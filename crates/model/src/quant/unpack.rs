@@ -60,6 +60,7 @@ pub fn unpack_row(format: QuantFormat, bytes: &[u8], cols: usize, out: &mut Unpa
                 match format {
                     QuantFormat::Q4_0 => unpack_q4_0(block, q, scale, offset),
                     QuantFormat::Q4_1 => unpack_q4_1(block, q, scale, offset),
+                    QuantFormat::Q5_0 => unpack_q5_0(block, q, scale, offset),
                     QuantFormat::Q8_0 => unpack_q8_0(block, q, scale, offset),
                     QuantFormat::Q4K => unpack_q4_k(block, q, scale, offset),
                     QuantFormat::Q5K => unpack_q5_k(block, q, scale, offset),
@@ -113,6 +114,19 @@ fn unpack_q4_1(block: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]
     }
     scale.fill(d);
     offset.fill(m);
+}
+
+fn unpack_q5_0(block: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
+    let d = read_f16(block, 0);
+    let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+    for (j, &byte) in block[6..22].iter().enumerate() {
+        let h0 = (((qh >> j) << 4) & 0x10) as u8;
+        let h1 = ((qh >> (j + 12)) & 0x10) as u8;
+        q[j] = ((byte & 0x0F) | h0) as i8 - 16;
+        q[j + 16] = ((byte >> 4) | h1) as i8 - 16;
+    }
+    scale.fill(d);
+    offset.fill(0.0);
 }
 
 fn unpack_q8_0(block: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]) {
