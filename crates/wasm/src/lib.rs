@@ -13,8 +13,8 @@ mod api;
 mod error;
 
 pub use api::{
-    check_gbnf, check_gbnf_json, compile_schema, compile_schema_json, gbnf_accepts, grammar_accepts,
-    inspect_gguf, summarize_gguf,
+    check_gbnf, check_gbnf_json, compile_schema, compile_schema_json, gbnf_accepts,
+    grammar_accepts, inspect_gguf, summarize_gguf,
 };
-pub use error::error_message;
 pub use error::ErrorCode;
+pub use error::error_message;
