@@ -34,6 +34,12 @@ enum Command {
     Detokenize(commands::tokenize::DetokenizeArgs),
     /// Render a conversation with the model's chat template.
     Template(commands::template::Args),
+    /// Greedy decoding of a raw prompt (no chat template), like llama.cpp's `llama-simple`.
+    Generate(commands::generate::Args),
+    /// Generate with a constraint (--json, --json-schema, --grammar-file), streaming the text.
+    Run(commands::request::RunArgs),
+    /// Run a llama.cpp `/completion` or OpenAI chat body; print the server-shaped response.
+    Request(commands::request::RequestArgs),
 }
 
 fn main() -> ExitCode {
@@ -45,6 +51,9 @@ fn main() -> ExitCode {
         Command::Tokenize(args) => commands::tokenize::run(&args),
         Command::Detokenize(args) => commands::tokenize::run_detokenize(&args),
         Command::Template(args) => commands::template::run(&args),
+        Command::Generate(args) => commands::generate::run(&args),
+        Command::Run(args) => commands::request::run(&args),
+        Command::Request(args) => commands::request::run_request(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -59,6 +59,11 @@ pub enum Error {
     #[error("cancelled")]
     Cancelled,
 
+    /// The model file could not be loaded (a bad GGUF, an unsupported architecture, a
+    /// tokenizer or device the file cannot be run with).
+    #[error("the model could not be loaded: {0}")]
+    Load(String),
+
     /// The logits source (the model) failed.
     #[error("the model failed: {0}")]
     Logits(#[source] Box<dyn std::error::Error + Send + Sync>),

@@ -26,6 +26,15 @@ pub trait LogitsSource {
     /// Appends `tokens` to the sequence fed so far (the prompt first, then each sampled
     /// token) and returns the logits for the token that follows.
     fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, BoxError>;
+
+    /// Starts a new sequence that opens with `prompt`. Returns how many leading tokens of
+    /// `prompt` the source still holds from the previous sequence (llama.cpp's
+    /// `cache_prompt`), having forgotten everything after them; the loop feeds only the rest.
+    /// The default holds nothing.
+    fn begin(&mut self, prompt: &[u32]) -> Result<usize, BoxError> {
+        let _ = prompt;
+        Ok(0)
+    }
 }
 
 /// The vocabulary as the loop needs it. The tokenizer implements this. `Sync`: the grammar
@@ -191,11 +200,16 @@ pub fn generate(
     let mut grammar_us = Vec::new();
 
     let t_start = clock.now_ms();
+    // At least the prompt's last token is fed: its logits start the generation.
+    let cached = model
+        .begin(prompt)
+        .map_err(Error::Logits)?
+        .min(prompt.len().saturating_sub(1));
     let mut logits = advance(
         model,
         constraint.as_deref_mut(),
         None,
-        prompt,
+        &prompt[cached..],
         &mut mask,
         options.overlap,
         clock,
@@ -374,7 +388,15 @@ pub fn generate(
     Ok(Output {
         text: String::from_utf8_lossy(&out_text.bytes).into_owned(),
         n_prompt: prompt.len(),
-        timings: Timings::new(prompt.len(), t_prompt - t_start, tokens.len(), decode_ms),
+        timings: Timings {
+            cache_n: cached,
+            ..Timings::new(
+                prompt.len() - cached,
+                t_prompt - t_start,
+                tokens.len(),
+                decode_ms,
+            )
+        },
         tokens,
         stop,
         stopping_word,

@@ -15,6 +15,7 @@
 pub mod constraint;
 pub mod error;
 pub mod generate;
+pub mod model_source;
 pub mod reasoning;
 pub mod request;
 pub mod response;
@@ -30,6 +31,7 @@ pub use generate::{
     Control, Event, GenerateOptions, LogitsSource, Output, StopKind, TokenConstraint, Vocabulary,
     generate,
 };
+pub use model_source::{LoadedModel, ModelSource};
 pub use request::{
     Constraint, Endpoint, Message, Prompt, Request, Tool, ToolCall, ToolChoice, Warning,
 };

@@ -2,7 +2,7 @@
 //! grouped-query attention over a preallocated KV cache, and the gated MLP.
 
 use burn::module::{Module, Param};
-use burn::tensor::activation::{gelu_approximate, silu, softmax};
+use burn::tensor::activation::{gelu_approximate, softmax};
 use burn::tensor::{Bool, Device, FloatDType, Tensor, TensorData};
 
 use crate::quant::QLinear;
@@ -247,13 +247,20 @@ impl Attention {
                 .reshape([h, total, hd])
         };
         let (keys, values) = (expand(keys), expand(values));
+        // llama.cpp's CPU attention (without flash attention) multiplies the f16 cache by
+        // Q converted to f16, and the f16 V cache by the probabilities converted to f16;
+        // rounding the same two operands keeps our logits within hundredths of its logits.
+        let q = q.cast(FloatDType::F16).cast(FloatDType::F32);
         let scores = q.matmul(keys.swap_dims(1, 2)) * self.scale;
         let mask = attention_mask(start, tokens, self.window, &scores.device());
         let scores = scores.mask_fill(
             mask.unsqueeze::<3>().expand([h, tokens, total]),
             f32::NEG_INFINITY,
         );
-        let out = softmax(scores, 2).matmul(values);
+        let probs = softmax(scores, 2)
+            .cast(FloatDType::F16)
+            .cast(FloatDType::F32);
+        let out = probs.matmul(values);
         self.o
             .forward(out.swap_dims(0, 1).reshape([tokens, h * hd]))
     }
@@ -288,7 +295,9 @@ impl Mlp {
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         let gate = self.gate.forward(x.clone());
         let gate = match self.activation {
-            Activation::Silu => silu(gate),
+            // ggml's `x / (1 + e^-x)`: burn's `silu` goes through `log1p` and rounds more
+            // often, which flips 8-bit activation quants against llama.cpp's.
+            Activation::Silu => gate.clone() / (gate.neg().exp() + 1.0),
             Activation::GeluTanh => gelu_approximate(gate),
         };
         self.down.forward(gate * self.up.forward(x))

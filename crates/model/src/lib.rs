@@ -24,6 +24,9 @@ pub mod quant;
 pub mod qwen2;
 pub mod weights;
 
+/// The device handle [`DeviceKind::device`] gives (burn's, re-exported so callers need not
+/// depend on burn).
+pub use burn::tensor::Device;
 pub use config::{LoadOptions, ModelConfig};
 pub use device::DeviceKind;
 pub use error::{ModelError, Result};

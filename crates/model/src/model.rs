@@ -83,6 +83,12 @@ impl Cache {
     pub fn reset(&mut self) {
         self.position = 0;
     }
+
+    /// Keeps the first `len` positions and forgets the rest (a shared prompt prefix is kept
+    /// while a new sequence replaces what followed it).
+    pub fn truncate(&mut self, len: usize) {
+        self.position = self.position.min(len);
+    }
 }
 
 impl Transformer {

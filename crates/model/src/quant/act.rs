@@ -37,7 +37,11 @@ impl QuantizedActs {
         match format {
             ActivationFormat::F32 => out.values = x.to_vec(),
             ActivationFormat::F16 => out.values = x.iter().map(|&v| round_f16(v)).collect(),
-            ActivationFormat::Q8_0 | ActivationFormat::Q8_1 => out.encode_blocks(x, 32, q8_0_block),
+            ActivationFormat::Q8_0 => out.encode_blocks(x, 32, q8_0_block),
+            ActivationFormat::Q8_1 => {
+                out.encode_blocks(x, 32, q8_0_block);
+                out.q8_1_sums(x);
+            }
             ActivationFormat::Q8K => out.encode_blocks(x, 256, q8_k_block),
         }
         out
@@ -62,6 +66,22 @@ impl QuantizedActs {
                 self.d[b * groups + g] = d;
                 self.sum[b * groups + g] = d * sum as f32;
             }
+        }
+    }
+
+    /// ggml's `q8_1` keeps one sum per block of 32: `f16(d · Σq)` with the scale before its
+    /// rounding to `f16`. The whole sum goes to the block's first group of 16 (the weight
+    /// formats paired with `q8_1` have one offset per block, so the dot is unchanged).
+    fn q8_1_sums(&mut self, x: &[f32]) {
+        for (b, xs) in x.chunks_exact(32).enumerate() {
+            let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let d = amax / 127.0;
+            let sum: i32 = self.q[b * 32..(b + 1) * 32]
+                .iter()
+                .map(|&v| i32::from(v))
+                .sum();
+            self.sum[2 * b] = round_f16(d * sum as f32);
+            self.sum[2 * b + 1] = 0.0;
         }
     }
 

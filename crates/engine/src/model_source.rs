@@ -1,0 +1,132 @@
+//! A model file made ready for requests: the transformer as the loop's [`LogitsSource`], its
+//! tokenizer and chat template, and the vocabulary the grammar engine masks. The native CLI
+//! and the browser runtime both load models through [`LoadedModel`].
+
+use std::sync::Arc;
+
+use stampo_gguf::Gguf;
+use stampo_grammar::vocab::Vocabulary as GrammarVocabulary;
+use stampo_model::{Cache, LoadOptions, Transformer, to_vec};
+use stampo_tokenizer::{ChatTemplate, Tokenizer};
+
+use crate::error::Error;
+use crate::generate::{BoxError, LogitsSource};
+use crate::session::Session;
+use crate::text::TokenizerText;
+
+/// One sequence of a [`Transformer`] in one preallocated KV cache. The tokens it holds are
+/// remembered, so a request that repeats the previous prompt's start (the same system
+/// prompt, say) skips that prefix, as llama.cpp's `cache_prompt` does.
+pub struct ModelSource {
+    model: Transformer,
+    cache: Cache,
+    held: Vec<u32>,
+}
+
+impl ModelSource {
+    pub fn new(model: Transformer) -> Self {
+        let cache = model.new_cache();
+        Self {
+            model,
+            cache,
+            held: Vec::new(),
+        }
+    }
+
+    pub fn model(&self) -> &Transformer {
+        &self.model
+    }
+
+    /// Positions the KV cache holds: the largest prompt plus generation.
+    pub fn context_size(&self) -> usize {
+        self.cache.capacity()
+    }
+}
+
+impl LogitsSource for ModelSource {
+    fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, BoxError> {
+        let result = self.model.forward(tokens, &mut self.cache, false);
+        // Whatever happened, what the cache holds is what its position says.
+        if result.is_ok() {
+            self.held.extend_from_slice(tokens);
+        }
+        self.held.truncate(self.cache.position());
+        Ok(to_vec(result?)?)
+    }
+
+    fn begin(&mut self, prompt: &[u32]) -> Result<usize, BoxError> {
+        let common = self
+            .held
+            .iter()
+            .zip(prompt)
+            .take_while(|(a, b)| a == b)
+            .count();
+        self.held.truncate(common);
+        self.cache.truncate(common);
+        Ok(common)
+    }
+}
+
+/// Everything a request needs from one model file.
+pub struct LoadedModel {
+    pub text: TokenizerText,
+    pub grammar_vocab: Arc<GrammarVocabulary>,
+    pub source: ModelSource,
+    /// `general.name`, else the architecture: the `model` field of responses.
+    pub name: String,
+}
+
+impl LoadedModel {
+    /// Parses `bytes` (a whole GGUF file) and loads the model onto `device` with a KV cache of
+    /// `context` positions (capped at the model's trained context).
+    pub fn load(
+        bytes: &[u8],
+        device: &stampo_model::Device,
+        context: usize,
+    ) -> Result<Self, Error> {
+        let gguf = Gguf::parse(bytes).map_err(|e| Error::Load(e.to_string()))?;
+        Self::from_gguf(&gguf, device, context)
+    }
+
+    /// As [`LoadedModel::load`], from a parsed file.
+    pub fn from_gguf(
+        gguf: &Gguf<'_>,
+        device: &stampo_model::Device,
+        context: usize,
+    ) -> Result<Self, Error> {
+        let tokenizer = Tokenizer::from_gguf(gguf).map_err(|e| Error::Load(e.to_string()))?;
+        let text = match ChatTemplate::from_gguf(gguf, &tokenizer) {
+            Ok(template) => TokenizerText::with_template(tokenizer, template),
+            // A model without a usable template still serves `/completion` prompts; chat
+            // requests then get `NoChatTemplate`.
+            Err(_) => TokenizerText::new(tokenizer),
+        };
+        let model = Transformer::load(gguf, device, LoadOptions { context })
+            .map_err(|e| Error::Load(e.to_string()))?;
+        let meta = gguf.metadata();
+        let name = meta
+            .get_str("general.name")
+            .or_else(|_| meta.get_str("general.architecture"))
+            .unwrap_or("model")
+            .to_string();
+        Ok(Self {
+            grammar_vocab: Arc::new(text.grammar_vocabulary()),
+            text,
+            source: ModelSource::new(model),
+            name,
+        })
+    }
+
+    /// A session over this model: run requests with [`Session::run`].
+    pub fn session(&mut self, strict: bool) -> Session<'_> {
+        let n_ctx = self.source.context_size();
+        Session {
+            model: &mut self.source,
+            encoder: &self.text,
+            vocab: &self.text,
+            grammar_vocab: Arc::clone(&self.grammar_vocab),
+            n_ctx,
+            strict,
+        }
+    }
+}
