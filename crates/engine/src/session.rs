@@ -67,6 +67,9 @@ pub struct Streaming<'a> {
     /// Each chunk as the server would send it in one `data:` line; `Break` cancels.
     pub on_chunk: &'a mut dyn FnMut(&Value) -> ControlFlow<()>,
     pub cancel: Option<&'a AtomicBool>,
+    /// Asked after every token, streaming or not; `true` cancels (the browser's abort flag,
+    /// which a worker can only poll).
+    pub should_stop: Option<&'a dyn Fn() -> bool>,
     pub clock: &'a dyn Clock,
 }
 
@@ -99,11 +102,15 @@ impl Session<'_> {
         // Tool-call JSON is for the parser, not the user: it goes out as tool-call deltas at
         // the end.
         let stream_text = !matches!(request.constraint, Constraint::Tools(_));
+        let should_stop = streaming.should_stop;
         let on_chunk = &mut *streaming.on_chunk;
         if stream && is_chat && on_chunk(&chat_chunk_start(meta)).is_break() {
             return Err(Error::Cancelled);
         }
         let mut on_event = |e: &crate::generate::Event<'_>| {
+            if should_stop.is_some_and(|stop| stop()) {
+                return ControlFlow::Break(());
+            }
             if !stream || !stream_text || e.text.is_empty() {
                 return ControlFlow::Continue(());
             }

@@ -81,6 +81,7 @@ fn run(text: &TokenizerText, body: Value, push: &str) -> (Value, String) {
     let mut streaming = Streaming {
         on_chunk: &mut on_chunk,
         cancel: None,
+        should_stop: None,
         clock: &clock,
     };
     let meta = ResponseMeta {

@@ -113,6 +113,7 @@ fn run(
     let mut streaming = Streaming {
         on_chunk: &mut on_chunk,
         cancel: None,
+        should_stop: None,
         clock: &clock,
     };
     let done = session.run(&request, &meta(), 1, &mut streaming);

@@ -29,7 +29,14 @@ impl RmsNorm {
     /// # Shapes
     /// - `x`: `[..., dim]`, output the same.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        let ms = x.clone().square().mean_dim(D - 1);
+        // ggml squares in f32 and sums in f64; an f32 sum rounds differently in the last bit,
+        // enough to flip an 8-bit activation quant now and then.
+        let ms = x
+            .clone()
+            .square()
+            .cast(FloatDType::F64)
+            .mean_dim(D - 1)
+            .cast(FloatDType::F32);
         let x = x * (ms + self.eps).sqrt().recip();
         x * self.weight.val().unsqueeze::<D>()
     }

@@ -18,6 +18,11 @@ use stampo_model::{DeviceKind, LoadOptions, Transformer, to_vec};
 /// (a wrong RoPE, norm or quant decode moves logits by whole units).
 const LOGIT_TOLERANCE: f32 = 0.25;
 
+/// Where greedy decoding parts from llama.cpp's, the most llama.cpp's logit for our token may
+/// trail its own choice: two implementations that round differently part at such near-ties,
+/// and the tokens after them are a different text.
+const TIE_MARGIN: f32 = 0.1;
+
 /// Largest allowed relative perplexity difference (the issue's 1%).
 const PERPLEXITY_TOLERANCE: f64 = 0.01;
 
@@ -34,6 +39,8 @@ fn check_fidelity(file: &str, device: DeviceKind) {
     let mut cache = model.new_cache();
     let (mut max_abs, mut max_rel) = (0.0f32, 0.0f32);
     let mut mismatches = Vec::new();
+    let mut near_ties = Vec::new();
+    let mut worst = 0;
     for (p, prompt) in fx.prompts.iter().enumerate() {
         cache.reset();
         let mut logits = to_vec(
@@ -44,6 +51,9 @@ fn check_fidelity(file: &str, device: DeviceKind) {
         .expect("readback");
         for &(id, want) in &prompt.top {
             let got = logits[id as usize];
+            if (got - want).abs() > max_abs {
+                worst = p;
+            }
             max_abs = max_abs.max((got - want).abs());
             max_rel = max_rel.max((got - want).abs() / want.abs().max(1e-6));
         }
@@ -56,22 +66,38 @@ fn check_fidelity(file: &str, device: DeviceKind) {
                     .expect("readback");
             }
         }
-        if greedy != prompt.greedy {
-            let at = greedy
-                .iter()
-                .zip(&prompt.greedy)
-                .position(|(a, b)| a != b)
-                .unwrap_or(0);
-            mismatches.push(format!(
-                "prompt {p} {:?}: first difference at token {at}",
-                prompt.text
-            ));
+        if let Some(at) = greedy.iter().zip(&prompt.greedy).position(|(a, b)| a != b) {
+            // Past a near-tie the two sequences are different texts and cannot be compared;
+            // at the tie itself, ours must be a token llama.cpp scored within TIE_MARGIN of
+            // its own choice (a difference of rounding, not of arithmetic).
+            let ours = greedy[at];
+            let gap = prompt.near.get(at).and_then(|near| {
+                let best = near.first()?.1;
+                near.iter()
+                    .find(|(id, _)| *id == ours)
+                    .map(|(_, l)| best - l)
+            });
+            match gap {
+                Some(gap) if gap <= TIE_MARGIN => near_ties.push(format!(
+                    "prompt {p}: token {at} of 32, llama.cpp's margin {gap:.3}"
+                )),
+                _ => mismatches.push(format!(
+                    "prompt {p} {:?}: first difference at token {at} (ours {ours}, llama.cpp {}), margin {gap:?}",
+                    prompt.text, prompt.greedy[at]
+                )),
+            }
         }
     }
     println!(
-        "{file}: {} prompts, top-20 logits max abs error {max_abs:.4}, max rel error {max_rel:.5}",
-        fx.prompts.len()
+        "{file}: {} prompts, {} identical for 32 tokens, {} parting at a near-tie, {} wrong; top-20 logits max abs error {max_abs:.4}, max rel error {max_rel:.5} (largest on prompt {worst})",
+        fx.prompts.len(),
+        fx.prompts.len() - near_ties.len() - mismatches.len(),
+        near_ties.len(),
+        mismatches.len()
     );
+    for tie in &near_ties {
+        println!("  near-tie: {tie}");
+    }
     assert!(
         mismatches.is_empty(),
         "greedy tokens differ from llama.cpp:\n{}",
@@ -115,11 +141,13 @@ fn check_fidelity(file: &str, device: DeviceKind) {
 macro_rules! fidelity_tests {
     ($($name:ident: $file:expr, $device:expr;)*) => {$(
         #[test]
-        // The fixtures are llama.cpp's real answers; stampo-model does not match them yet
-        // (SmolLM2: greedy tokens differ from the first token on 3 of 20 prompts, later on
-        // others). Run with `cargo test -p stampo-model --test fidelity -- --ignored`.
-        // Tracked in issue 5; each takes minutes in the dev profile.
-        #[ignore = "stampo-model does not match llama.cpp's greedy tokens yet (issue 5)"]
+        // The fixtures are llama.cpp's real answers. SmolLM2 (2026-11-29): bit-identical
+        // logits through the first 5 layers of a 5-token prompt; deeper, last-bit differences
+        // in RoPE and attention sums flip an 8-bit activation quant now and then, and the
+        // logits drift by up to 0.63. Of 20 prompts, 7 match for all 32 tokens, 10 part
+        // at a near-tie (llama.cpp's margin < 0.1) and 3 at margins of 0.11-0.21.
+        // Run with `cargo test -p stampo-model --test fidelity -- --ignored --nocapture`.
+        #[ignore = "stampo-model does not match llama.cpp's greedy tokens on every prompt yet (issue 5)"]
         fn $name() {
             check_fidelity($file, $device);
         }

@@ -13,6 +13,12 @@ pub enum ErrorCode {
     GrammarInvalid,
     /// The bytes are not a readable GGUF file (the message names the byte offset).
     GgufInvalid,
+    /// The model file cannot be loaded (architecture, tensor or tokenizer problem).
+    ModelInvalid,
+    /// Generation failed after the request was accepted (the model or the matcher).
+    GenerationFailed,
+    /// The caller stopped the request.
+    Cancelled,
 }
 
 impl ErrorCode {
@@ -22,6 +28,9 @@ impl ErrorCode {
             ErrorCode::SchemaRefused => "schema_refused",
             ErrorCode::GrammarInvalid => "grammar_invalid",
             ErrorCode::GgufInvalid => "gguf_invalid",
+            ErrorCode::ModelInvalid => "model_invalid",
+            ErrorCode::GenerationFailed => "generation_failed",
+            ErrorCode::Cancelled => "cancelled",
         }
     }
 }

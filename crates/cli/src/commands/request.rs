@@ -207,6 +207,7 @@ fn execute(
     let mut streaming = Streaming {
         on_chunk,
         cancel: None,
+        should_stop: None,
         clock: &clock,
     };
     // A random seed (`seed: -1`) falls back to the clock, as llama.cpp draws one.

@@ -44,6 +44,10 @@ pub struct FixturePrompt {
     pub greedy: Vec<u32>,
     /// `[token id, logit]` of the 20 largest logits at the first generated position.
     pub top: Vec<(u32, f32)>,
+    /// At each greedy step, `[token id, logit]` of every token within `generate.py`'s
+    /// `NEAR_TIE` of the chosen one, largest first (empty in fixtures made before it).
+    #[serde(default)]
+    pub near: Vec<Vec<(u32, f32)>>,
 }
 
 /// Perplexity reference.

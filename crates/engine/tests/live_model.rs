@@ -1,0 +1,148 @@
+//! The engine on the real default model (SmolLM2-135M-Instruct, from `$STAMPO_MODELS`): the
+//! seeds' requests through [`LoadedModel`] always give documents of the asked shape, and a
+//! request that repeats the previous prompt's start reuses its KV cache without changing
+//! the output.
+
+use std::ops::ControlFlow;
+use std::path::PathBuf;
+
+use serde_json::{Value, json};
+use stampo_engine::response::ResponseMeta;
+use stampo_engine::timing::StdClock;
+use stampo_engine::{Completed, LoadedModel, Request, Streaming};
+use stampo_model::DeviceKind;
+
+fn load() -> Option<LoadedModel> {
+    let dir = std::env::var("STAMPO_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/stampo/models")
+        });
+    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    let Ok(bytes) = std::fs::read(&path) else {
+        assert!(
+            std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() != Ok("1"),
+            "{} not found",
+            path.display()
+        );
+        println!("SKIPPED: SmolLM2 not found at {}", path.display());
+        return None;
+    };
+    let device = DeviceKind::Cpu.device().expect("cpu device");
+    Some(LoadedModel::load(&bytes, &device, 1024).expect("SmolLM2 loads"))
+}
+
+fn run(model: &mut LoadedModel, body: Value) -> Completed {
+    let request = Request::from_body(&body).expect("valid request");
+    let meta = ResponseMeta {
+        id: "test".into(),
+        created: 0,
+        model: model.name.clone(),
+    };
+    let clock = StdClock::default();
+    let mut on_chunk = |_: &Value| ControlFlow::Continue(());
+    let mut streaming = Streaming {
+        on_chunk: &mut on_chunk,
+        cancel: None,
+        should_stop: None,
+        clock: &clock,
+    };
+    model
+        .session(false)
+        .run(&request, &meta, 42, &mut streaming)
+        .expect("request runs")
+}
+
+fn content(done: &Completed) -> Value {
+    let text = done.response["choices"][0]["message"]["content"]
+        .as_str()
+        .expect("content");
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+fn person_body(text: &str) -> Value {
+    json!({
+        "messages": [
+            {"role": "system", "content": "Estrai la persona dal testo come JSON."},
+            {"role": "user", "content": text}
+        ],
+        "temperature": 0,
+        "max_tokens": 96,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "persona", "schema": {
+            "type": "object",
+            "properties": {
+                "nome": {"type": "string"},
+                "eta": {"type": "integer", "minimum": 0, "maximum": 120},
+                "citta": {"type": "string"}
+            },
+            "required": ["nome", "eta", "citta"],
+            "additionalProperties": false
+        }}}
+    })
+}
+
+#[test]
+fn person_extraction_has_the_schemas_shape_and_reuses_the_prompt_prefix() {
+    let Some(mut model) = load() else { return };
+    let first = run(
+        &mut model,
+        person_body("Mi chiamo Giulia Rossi, ho 34 anni e vivo a Torino."),
+    );
+    let person = content(&first);
+    let obj = person.as_object().expect("an object");
+    assert_eq!(obj.len(), 3, "{person}");
+    assert!(
+        obj["nome"].is_string() && obj["citta"].is_string(),
+        "{person}"
+    );
+    let eta = obj["eta"].as_i64().expect("eta is an integer");
+    assert!((0..=120).contains(&eta), "{person}");
+    assert_eq!(first.output.timings.cache_n, 0);
+
+    // Same system prompt, another user message: the shared prefix comes from the cache.
+    let other = person_body("Sono Marco Bianchi, 58 anni, di Napoli.");
+    let cached = run(&mut model, other.clone());
+    assert!(
+        cached.output.timings.cache_n > 10,
+        "cache_n {}",
+        cached.output.timings.cache_n
+    );
+    // And the output is what a fresh model gives for that request.
+    let mut fresh_model = load().expect("loads again");
+    let fresh = run(&mut fresh_model, other);
+    assert_eq!(fresh.output.tokens, cached.output.tokens);
+}
+
+#[test]
+fn json_object_mode_and_a_gbnf_grammar_hold_on_the_real_model() {
+    let Some(mut model) = load() else { return };
+    let done = run(
+        &mut model,
+        json!({
+            "messages": [{"role": "user", "content": "Describe a cat as a JSON object."}],
+            "temperature": 0.8, "seed": 7, "max_tokens": 64,
+            "response_format": {"type": "json_object"}
+        }),
+    );
+    // As in llama.cpp, `json_object` without a schema means any JSON value.
+    let text = done.response["choices"][0]["message"]["content"]
+        .as_str()
+        .unwrap_or("");
+    if done.response["choices"][0]["finish_reason"] == "stop" {
+        assert!(serde_json::from_str::<Value>(text).is_ok(), "{text}");
+    }
+
+    let done = run(
+        &mut model,
+        json!({
+            "prompt": "Is the sky blue? Answer:",
+            "n_predict": 8, "temperature": 0,
+            "grammar": "root ::= \" \"? (\"yes\" | \"no\")"
+        }),
+    );
+    let text = done.response["content"].as_str().expect("content");
+    assert!(
+        ["yes", "no", " yes", " no"].contains(&text),
+        "{text:?} is not in the grammar's language"
+    );
+}

@@ -1,0 +1,232 @@
+//! The model in the browser: [`Engine`] loads a GGUF file onto burn's CPU device (Flex, with
+//! `simd128`) and runs llama.cpp- or OpenAI-shaped request bodies through the engine. It is
+//! synchronous: the npm package runs it in a Web Worker so the page never waits on it.
+//!
+//! [`EngineCore`] holds the logic and is tested natively; [`Engine`] is its JS face.
+
+use std::ops::ControlFlow;
+
+use serde_json::{Value, json};
+use stampo_engine::request::custom_json;
+use stampo_engine::response::ResponseMeta;
+use stampo_engine::timing::Clock;
+use stampo_engine::{Error as EngineError, LoadedModel, Request, Streaming};
+use stampo_model::DeviceKind;
+use stampo_tokenizer::DecodeOptions;
+use wasm_bindgen::prelude::*;
+
+use crate::error::{ErrorCode, js_error};
+
+type CoreResult<T> = Result<T, (ErrorCode, String)>;
+
+/// A loaded model and what it needs to answer requests.
+pub struct EngineCore {
+    loaded: LoadedModel,
+    weight_bytes: usize,
+    requests: u64,
+}
+
+impl EngineCore {
+    /// Loads a whole GGUF file with a KV cache of `context_size` positions.
+    pub fn load(bytes: &[u8], context_size: usize) -> CoreResult<Self> {
+        let device = DeviceKind::Cpu
+            .device()
+            .map_err(|e| (ErrorCode::ModelInvalid, e.to_string()))?;
+        let loaded = LoadedModel::load(bytes, &device, context_size)
+            .map_err(|e| (ErrorCode::ModelInvalid, e.to_string()))?;
+        let weight_bytes = loaded.source.model().weight_bytes();
+        Ok(Self {
+            loaded,
+            weight_bytes,
+            requests: 0,
+        })
+    }
+
+    /// `{"name", "architecture", "context_size", "n_vocab", "weight_bytes", "device"}`.
+    pub fn info(&self) -> Value {
+        let model = self.loaded.source.model();
+        json!({
+            "name": self.loaded.name,
+            "architecture": model.config().architecture,
+            "context_size": self.loaded.source.context_size(),
+            "n_vocab": model.vocab_size(),
+            "weight_bytes": self.weight_bytes,
+            "device": "cpu",
+        })
+    }
+
+    /// Runs `body` (JSON text) with `custom` (JSON text, may be empty) merged over it.
+    /// Streaming bodies send each chunk to `on_chunk`, which returns `true` to stop.
+    pub fn run(
+        &mut self,
+        body: &str,
+        custom: &str,
+        clock: &dyn Clock,
+        seed: u32,
+        now_unix: u64,
+        on_chunk: &mut dyn FnMut(&Value) -> bool,
+        should_stop: Option<&dyn Fn() -> bool>,
+    ) -> CoreResult<Value> {
+        let mut body: Value = serde_json::from_str(body)
+            .map_err(|e| (ErrorCode::InvalidArgument, format!("request body: {e}")))?;
+        let mut warnings = Vec::new();
+        if let Some(map) = body.as_object_mut() {
+            warnings = custom_json::merge_text(map, custom);
+        }
+        let mut request = Request::from_body(&body).map_err(request_error)?;
+        request.warnings.extend(warnings);
+        self.requests += 1;
+        let meta = ResponseMeta {
+            id: format!("stampo-{now_unix}-{}", self.requests),
+            created: now_unix,
+            model: self.loaded.name.clone(),
+        };
+        let mut forward = |chunk: &Value| {
+            if on_chunk(chunk) {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        };
+        let mut streaming = Streaming {
+            on_chunk: &mut forward,
+            cancel: None,
+            should_stop,
+            clock,
+        };
+        let done = self
+            .loaded
+            .session(false)
+            .run(&request, &meta, seed, &mut streaming)
+            .map_err(request_error)?;
+        Ok(done.response)
+    }
+
+    pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
+        self.loaded
+            .text
+            .tokenizer()
+            .encode(text, add_special, parse_special)
+    }
+
+    pub fn detokenize(&self, ids: &[u32]) -> CoreResult<String> {
+        let tok = self.loaded.text.tokenizer();
+        if let Some(&bad) = ids.iter().find(|&&id| id as usize >= tok.n_vocab()) {
+            return Err((
+                ErrorCode::InvalidArgument,
+                format!(
+                    "token id {bad} is outside the vocabulary ({} tokens)",
+                    tok.n_vocab()
+                ),
+            ));
+        }
+        Ok(tok.decode(ids, DecodeOptions::default()))
+    }
+}
+
+fn request_error(e: EngineError) -> (ErrorCode, String) {
+    let code = match &e {
+        EngineError::Cancelled => ErrorCode::Cancelled,
+        EngineError::Schema { .. } => ErrorCode::SchemaRefused,
+        EngineError::Grammar { .. } => ErrorCode::GrammarInvalid,
+        EngineError::Logits(_)
+        | EngineError::Matcher(_)
+        | EngineError::LogitsLength { .. }
+        | EngineError::EmptyMask { .. }
+        | EngineError::Load(_) => ErrorCode::GenerationFailed,
+        _ => ErrorCode::InvalidArgument,
+    };
+    (code, e.to_string())
+}
+
+#[wasm_bindgen]
+extern "C" {
+    /// `performance.now()`, in a page and in a worker alike.
+    #[wasm_bindgen(js_namespace = performance, js_name = now)]
+    fn performance_now() -> f64;
+}
+
+struct PerformanceClock;
+
+impl Clock for PerformanceClock {
+    fn now_ms(&self) -> f64 {
+        performance_now()
+    }
+}
+
+/// A model loaded in this thread (a Web Worker, in the npm package).
+#[wasm_bindgen]
+pub struct Engine {
+    core: EngineCore,
+}
+
+#[wasm_bindgen]
+impl Engine {
+    /// Loads a whole GGUF file. The bytes are copied into the module's memory, and the
+    /// caller's copy can be dropped once this returns.
+    #[wasm_bindgen(constructor)]
+    pub fn new(bytes: &[u8], context_size: usize) -> Result<Engine, JsValue> {
+        EngineCore::load(bytes, context_size)
+            .map(|core| Engine { core })
+            .map_err(|(code, message)| js_error(code, &message))
+    }
+
+    /// The model's name, architecture, context size, vocabulary size, weight bytes and device,
+    /// as JSON text.
+    pub fn info(&self) -> String {
+        self.core.info().to_string()
+    }
+
+    /// Runs a request body (JSON text) with the Custom JSON text merged over it. A streaming
+    /// body calls `on_chunk(chunkJson)` for each chunk; a `true` return stops generation.
+    /// `abort`, an `Int32Array` over a `SharedArrayBuffer`, is read after every token: a
+    /// non-zero first element stops generation (another thread sets it with `Atomics.store`).
+    /// Returns the response (or, when streaming, the last object) as JSON text.
+    pub fn run(
+        &mut self,
+        body: &str,
+        custom_json: &str,
+        on_chunk: &js_sys::Function,
+        abort: Option<js_sys::Int32Array>,
+    ) -> Result<String, JsValue> {
+        let stop = move || {
+            abort
+                .as_ref()
+                .is_some_and(|flag| js_sys::Atomics::load(flag, 0).is_ok_and(|v| v != 0))
+        };
+        let seed = (js_sys::Math::random() * f64::from(u32::MAX)) as u32;
+        let now_unix = (js_sys::Date::now() / 1e3) as u64;
+        let mut callback = |chunk: &Value| {
+            on_chunk
+                .call1(&JsValue::NULL, &JsValue::from_str(&chunk.to_string()))
+                .map(|v| v.is_truthy())
+                // A throwing callback stops generation rather than losing the error silently
+                // in a loop that would go on producing tokens nobody reads.
+                .unwrap_or(true)
+        };
+        self.core
+            .run(
+                body,
+                custom_json,
+                &PerformanceClock,
+                seed,
+                now_unix,
+                &mut callback,
+                Some(&stop),
+            )
+            .map(|v| v.to_string())
+            .map_err(|(code, message)| js_error(code, &message))
+    }
+
+    /// Token ids of `text`.
+    pub fn tokenize(&self, text: &str, add_special: bool, parse_special: bool) -> Vec<u32> {
+        self.core.tokenize(text, add_special, parse_special)
+    }
+
+    /// The text of token ids.
+    pub fn detokenize(&self, ids: &[u32]) -> Result<String, JsValue> {
+        self.core
+            .detokenize(ids)
+            .map_err(|(code, message)| js_error(code, &message))
+    }
+}

@@ -1,0 +1,88 @@
+/** Progress of `Stampo.load`: bytes of the current phase and, when known, the total. */
+export interface LoadProgress {
+  phase: "download" | "cache" | "read" | "parse" | "ready";
+  loaded: number;
+  total: number | null;
+}
+
+export interface LoadOptions {
+  /** A URL, a File/Blob, an ArrayBuffer (or view) or a ReadableStream of a GGUF file. */
+  model: string | URL | Blob | ArrayBuffer | ArrayBufferView | ReadableStream<Uint8Array>;
+  /** "auto" and "cpu" run on the CPU (WebGPU is not implemented yet; "webgpu" is refused). */
+  device?: "auto" | "cpu" | "webgpu";
+  /** KV cache size in tokens, capped at the model's context length. Default 4096. */
+  contextSize?: number;
+  onProgress?: (progress: LoadProgress) => void;
+  signal?: AbortSignal;
+  /** Keep URL downloads in Cache Storage (default true). */
+  cache?: boolean;
+  /** Expected SHA-256 (hex) of the file: checked after download and on cache reads. */
+  sha256?: string;
+  /** Run the engine in a dedicated Web Worker (default true); false runs it on this thread. */
+  worker?: boolean;
+}
+
+export interface ModelInfo {
+  name: string;
+  architecture: string;
+  context_size: number;
+  n_vocab: number;
+  weight_bytes: number;
+  device: "cpu";
+  loadMs: number;
+  source: "network" | "cache" | "file" | "memory" | "stream";
+  bytes: number;
+  /** Why the download could not be cached (a quota error, say); the model still loaded. */
+  cacheError?: string | null;
+  webgpu: string;
+}
+
+export interface RequestOptions {
+  signal?: AbortSignal;
+  /** Merged over the body last, shallowly, as llama.cpp's web UI merges "Custom JSON". */
+  customJson?: Record<string, unknown>;
+}
+
+export interface KeywordReport {
+  pointer: string;
+  keyword: string;
+  status: "enforced" | "narrowed" | "annotation" | "ignored" | "refused";
+  reason?: string;
+}
+
+/** An error from the engine, with a stable code (`schema_refused`, `grammar_invalid`, ...). */
+export class StampoError extends Error {
+  code: string;
+}
+
+export type Body = Record<string, unknown>;
+export type Chunk = Record<string, any>;
+
+export class Stampo {
+  static load(options: LoadOptions): Promise<Stampo>;
+  static cache: {
+    list(): Promise<{ url: string; bytes: number; sha256: string | null }[]>;
+    delete(url: string): Promise<boolean>;
+    usage(): Promise<StorageEstimate | { usage: null; quota: null }>;
+  };
+  readonly info: ModelInfo;
+  readonly device: "cpu";
+  readonly chat: {
+    completions: {
+      /** OpenAI's `/v1/chat/completions`: with `stream: true`, an async iterable of chunks. */
+      create(body: Body & { stream: true }, options?: RequestOptions): AsyncIterable<Chunk>;
+      create(body: Body, options?: RequestOptions): Promise<Record<string, any>>;
+    };
+  };
+  /** llama.cpp's `/completion`: with `stream: true`, an async iterable of chunks. */
+  completion(body: Body & { stream: true }, options?: RequestOptions): AsyncIterable<Chunk>;
+  completion(body: Body, options?: RequestOptions): Promise<Record<string, any>>;
+  /** Any body as it is; chunks of a streaming body go to `onChunk`. */
+  request(body: Body, options?: RequestOptions & { onChunk?: (chunk: Chunk) => void }): Promise<Record<string, any> | Record<string, any>[]>;
+  compileSchema(schema: object | string, options?: { strict?: boolean }): Promise<{ gbnf: string; report: KeywordReport[] }>;
+  tokenize(text: string, options?: { addSpecial?: boolean; parseSpecial?: boolean }): Promise<number[]>;
+  detokenize(ids: Iterable<number>): Promise<string>;
+  unload(): Promise<void>;
+}
+
+export default Stampo;

@@ -1,0 +1,278 @@
+// stampo's JS API: a model loaded in a Web Worker, answering OpenAI- and llama.cpp-shaped
+// requests whose output the grammar engine holds to a JSON Schema or GBNF grammar.
+import { createHost } from "./host.js";
+
+const CACHE_NAME = "stampo-models-v1";
+
+/** Errors carry a stable `code` (`not_loaded`, `schema_refused`, `grammar_invalid`, ...). */
+export class StampoError extends Error {
+  constructor(message, code) {
+    super(message);
+    this.name = "StampoError";
+    this.code = code;
+  }
+}
+
+function abortError() {
+  return new DOMException("the request was aborted", "AbortError");
+}
+
+/** Where the engine runs: a dedicated worker, or this thread (for tests). */
+class Channel {
+  constructor(useWorker) {
+    this.next = 1;
+    this.pending = new Map();
+    const receive = (msg) => {
+      const p = this.pending.get(msg.id);
+      if (!p) return;
+      if (msg.type === "chunk") return p.onChunk?.(JSON.parse(msg.chunk));
+      this.pending.delete(msg.id);
+      if (msg.type === "done") p.resolve(msg);
+      else p.reject(new StampoError(msg.error.message, msg.error.code));
+    };
+    if (useWorker) {
+      this.worker = new Worker(new URL("./worker.js", import.meta.url), { type: "module" });
+      this.worker.onmessage = (e) => receive(e.data);
+      this.worker.onerror = (e) => this.failAll(new StampoError(`the engine's worker failed: ${e.message}`, "worker_failed"));
+      this.send = (msg, transfer) => this.worker.postMessage(msg, transfer ?? []);
+    } else {
+      const handle = createHost((msg) => queueMicrotask(() => receive(msg)));
+      this.send = (msg) => handle(msg);
+    }
+  }
+
+  call(msg, { transfer, onChunk } = {}) {
+    const id = this.next++;
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, { resolve, reject, onChunk });
+      this.send({ ...msg, id }, transfer);
+    });
+  }
+
+  failAll(error) {
+    for (const p of this.pending.values()) p.reject(error);
+    this.pending.clear();
+  }
+
+  terminate() {
+    this.worker?.terminate();
+    this.failAll(abortError());
+  }
+}
+
+async function sha256Hex(buffer) {
+  const digest = await crypto.subtle.digest("SHA-256", buffer);
+  return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+/** Reads a response body into one buffer, reporting progress; one copy when the size is known. */
+async function readBody(response, total, onProgress, phase, signal) {
+  const reader = response.body.getReader();
+  let buffer = total ? new Uint8Array(total) : null;
+  const parts = [];
+  let loaded = 0;
+  for (;;) {
+    if (signal?.aborted) {
+      await reader.cancel();
+      throw abortError();
+    }
+    const { done, value } = await reader.read();
+    if (done) break;
+    if (buffer && loaded + value.length <= buffer.length) buffer.set(value, loaded);
+    else {
+      if (buffer) parts.push(buffer.subarray(0, loaded));
+      buffer = null;
+      parts.push(value);
+    }
+    loaded += value.length;
+    onProgress?.({ phase, loaded, total: total ?? null });
+  }
+  if (buffer) return buffer.length === loaded ? buffer.buffer : buffer.slice(0, loaded).buffer;
+  const out = new Uint8Array(loaded);
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out.buffer;
+}
+
+async function openCache() {
+  return typeof caches === "undefined" ? null : caches.open(CACHE_NAME);
+}
+
+/** The model's bytes from a URL (through the cache), a File/Blob, an ArrayBuffer or a stream. */
+async function modelBytes(model, { onProgress, signal, cache, sha256 }) {
+  if (model instanceof ArrayBuffer) return { buffer: model, source: "memory" };
+  if (ArrayBuffer.isView(model)) return { buffer: model.buffer.slice(model.byteOffset, model.byteOffset + model.byteLength), source: "memory" };
+  if (typeof Blob !== "undefined" && model instanceof Blob) {
+    onProgress?.({ phase: "read", loaded: 0, total: model.size });
+    const buffer = await model.arrayBuffer();
+    onProgress?.({ phase: "read", loaded: model.size, total: model.size });
+    return { buffer, source: "file" };
+  }
+  if (typeof ReadableStream !== "undefined" && model instanceof ReadableStream) {
+    return { buffer: await readBody(new Response(model), null, onProgress, "download", signal), source: "stream" };
+  }
+  const url = new URL(String(model), globalThis.location?.href).href;
+  const store = cache ? await openCache() : null;
+  const hit = await store?.match(url);
+  if (hit) {
+    const total = Number(hit.headers.get("content-length")) || null;
+    const buffer = await readBody(hit, total, onProgress, "cache", signal);
+    if (!sha256 || (await sha256Hex(buffer)) === sha256) return { buffer, source: "cache" };
+    await store.delete(url); // a corrupt copy is dropped and fetched again
+  }
+  const response = await fetch(url, { signal });
+  if (!response.ok) throw new StampoError(`${url}: HTTP ${response.status}`, "download_failed");
+  const total = Number(response.headers.get("content-length")) || null;
+  const buffer = await readBody(response, total, onProgress, "download", signal);
+  if (sha256) {
+    const got = await sha256Hex(buffer);
+    if (got !== sha256) throw new StampoError(`${url}: sha256 ${got}, expected ${sha256}`, "checksum_mismatch");
+  }
+  let cacheError = null;
+  if (store) {
+    try {
+      navigator.storage?.persist?.().catch(() => {});
+      // Cache.put stores the whole response or nothing: a quota error leaves no partial copy.
+      await store.put(url, new Response(buffer.slice(0), { headers: { "content-length": String(buffer.byteLength), "x-stampo-sha256": sha256 ?? "" } }));
+    } catch (err) {
+      cacheError = `${err.name}: ${err.message}`;
+    }
+  }
+  return { buffer, source: "network", cacheError };
+}
+
+function requestStream(channel, body, opts) {
+  const queue = [];
+  let wake = null;
+  let finished = false;
+  let failure = null;
+  const done = run(channel, { ...body, stream: true }, opts, (chunk) => {
+    queue.push(chunk);
+    wake?.();
+  });
+  done.then(
+    () => { finished = true; wake?.(); },
+    (err) => { failure = err; finished = true; wake?.(); },
+  );
+  return {
+    async *[Symbol.asyncIterator]() {
+      for (;;) {
+        while (queue.length) yield queue.shift();
+        if (failure) throw failure;
+        if (finished) return;
+        await new Promise((r) => (wake = r));
+        wake = null;
+      }
+    },
+  };
+}
+
+async function run(channel, body, { signal, customJson } = {}, onChunk) {
+  if (signal?.aborted) throw abortError();
+  const shared = globalThis.crossOriginIsolated ? new SharedArrayBuffer(4) : null;
+  const onAbort = () => {
+    if (shared) Atomics.store(new Int32Array(shared), 0, 1);
+    else channel.terminate(); // without shared memory the worker cannot be told mid-request
+  };
+  signal?.addEventListener("abort", onAbort, { once: true });
+  try {
+    const msg = await channel.call(
+      { type: "run", body: JSON.stringify(body), customJson: customJson ? JSON.stringify(customJson) : "", abort: shared },
+      { onChunk },
+    );
+    if (signal?.aborted) throw abortError();
+    return JSON.parse(msg.response);
+  } finally {
+    signal?.removeEventListener("abort", onAbort);
+  }
+}
+
+export class Stampo {
+  /**
+   * Loads a GGUF model. `model`: a URL, File, Blob, ArrayBuffer or ReadableStream.
+   * `device`: "auto" | "cpu" | "webgpu" (WebGPU is not implemented yet: "auto" runs on the CPU
+   * and `engine.device` says so; "webgpu" is refused).
+   */
+  static async load({ model, device = "auto", contextSize = 4096, onProgress, signal, cache = true, sha256, worker = true } = {}) {
+    if (device === "webgpu") throw new StampoError("the WebGPU path is not implemented yet; use device: 'cpu' or 'auto'", "device_unavailable");
+    if (!["auto", "cpu"].includes(device)) throw new StampoError(`device must be "auto", "cpu" or "webgpu", got ${JSON.stringify(device)}`, "invalid_argument");
+    const { buffer, source, cacheError } = await modelBytes(model, { onProgress, signal, cache, sha256 });
+    const channel = new Channel(worker);
+    onProgress?.({ phase: "parse", loaded: buffer.byteLength, total: buffer.byteLength });
+    const size = buffer.byteLength;
+    const msg = await channel.call({ type: "load", buffer, contextSize }, { transfer: worker ? [buffer] : [] });
+    onProgress?.({ phase: "ready", loaded: size, total: size });
+    return new Stampo(channel, { ...msg.info, loadMs: msg.loadMs, source, bytes: size, cacheError, webgpu: "not implemented" });
+  }
+
+  constructor(channel, info) {
+    this.channel = channel;
+    this.info = info;
+    this.device = info.device;
+    this.chat = {
+      completions: {
+        create: (body, opts) => (body.stream ? requestStream(this.channel, body, opts) : run(this.channel, body, opts)),
+      },
+    };
+  }
+
+  /** llama.cpp's `/completion` body; with `stream: true`, an async iterable of chunks. */
+  completion(body, opts) {
+    return body.stream ? requestStream(this.channel, body, opts) : run(this.channel, body, opts);
+  }
+
+  /**
+   * Any body, either shape, as it is: chunks of a streaming body go to `onChunk`; resolves
+   * with the response (for a streaming body, the last object). For callers that cannot
+   * consume async iterables (the demo page's Rust UI).
+   */
+  request(body, { onChunk, signal, customJson } = {}) {
+    return run(this.channel, body, { signal, customJson }, onChunk);
+  }
+
+  /** `{gbnf, report}` for a JSON Schema (object or JSON text). */
+  async compileSchema(schema, { strict = false } = {}) {
+    const text = typeof schema === "string" ? schema : JSON.stringify(schema);
+    return JSON.parse((await this.channel.call({ type: "compileSchema", schema: text, strict })).result);
+  }
+
+  async tokenize(text, { addSpecial = true, parseSpecial = false } = {}) {
+    return (await this.channel.call({ type: "tokenize", text, addSpecial, parseSpecial })).ids;
+  }
+
+  async detokenize(ids) {
+    return (await this.channel.call({ type: "detokenize", ids: Array.from(ids) })).text;
+  }
+
+  /** Frees the model and stops the worker. */
+  async unload() {
+    await this.channel.call({ type: "unload" }).catch(() => {});
+    this.channel.worker?.terminate();
+  }
+}
+
+/** Models cached by URL in Cache Storage. */
+Stampo.cache = {
+  async list() {
+    const store = await openCache();
+    if (!store) return [];
+    const out = [];
+    for (const req of await store.keys()) {
+      const res = await store.match(req);
+      out.push({ url: req.url, bytes: Number(res?.headers.get("content-length")) || 0, sha256: res?.headers.get("x-stampo-sha256") || null });
+    }
+    return out;
+  },
+  async delete(url) {
+    const store = await openCache();
+    return store ? store.delete(new URL(url, globalThis.location?.href).href) : false;
+  },
+  async usage() {
+    return (await navigator.storage?.estimate?.()) ?? { usage: null, quota: null };
+  },
+};
+
+export default Stampo;

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds the npm package into pkg/dist: the wasm runtime (scripts/build-wasm.sh) and the JS
+# API from pkg/src.
+#
+# Usage: scripts/build-pkg.sh [--ship]   (--ship: the LTO build that is published)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+dist="$root/pkg/dist"
+bash "$root/scripts/build-wasm.sh" "$@" --out "$dist/wasm"
+cp "$root"/pkg/src/*.js "$root"/pkg/src/*.d.ts "$dist/"
+echo "build-pkg: $dist ($(du -sh "$dist" | cut -f1))"

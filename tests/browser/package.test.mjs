@@ -1,0 +1,175 @@
+// The npm package (pkg/src over the wasm build of crates/wasm) in headless Chromium: the
+// default model loaded from a local server into the engine's worker, the Italian person
+// extraction through chat.completions.create (whole and streamed), an abort mid-stream, a
+// second load served from Cache Storage with no request for the model, the same-thread mode.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { launchChromium, webgpuInfo } from "./chromium.mjs";
+import { serve } from "../../scripts/lib/static-server.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
+const cache = process.env.STAMPO_CACHE ?? join(homedir(), ".cache/stampo");
+const models = process.env.STAMPO_MODELS ?? join(cache, "models");
+const wasmDir = process.env.STAMPO_WASM_DIR ?? join(cache, "wasm/release");
+const MODEL = "SmolLM2-135M-Instruct.Q4_1.gguf";
+const MODEL_URL = `/models/${MODEL}`;
+
+const PERSON = {
+  messages: [
+    { role: "system", content: "Estrai la persona dal testo come JSON." },
+    { role: "user", content: "Mi chiamo Giulia Rossi, ho 34 anni e vivo a Torino." },
+  ],
+  temperature: 0,
+  max_tokens: 96,
+  response_format: {
+    type: "json_schema",
+    json_schema: {
+      name: "persona",
+      schema: {
+        type: "object",
+        properties: {
+          nome: { type: "string" },
+          eta: { type: "integer", minimum: 0, maximum: 120 },
+          citta: { type: "string" },
+        },
+        required: ["nome", "eta", "citta"],
+        additionalProperties: false,
+      },
+    },
+  },
+};
+
+let server;
+let browser;
+let page;
+const pageErrors = [];
+
+before(async () => {
+  for (const [what, path] of [["wasm build (run scripts/build-wasm.sh)", join(wasmDir, "stampo_wasm_bg.wasm")],
+                              ["default model (run scripts/fetch-models.sh)", join(models, MODEL)]]) {
+    if (!existsSync(path)) throw new Error(`${what} not found at ${path}`);
+  }
+  server = await serve({
+    "/pkg/wasm/": wasmDir,
+    "/pkg/": join(root, "pkg/src"),
+    "/models/": models,
+    "/": join(root, "tests/browser/pages"),
+  });
+  browser = await launchChromium();
+  page = await browser.context.newPage();
+  page.on("pageerror", (e) => pageErrors.push(String(e)));
+  await page.goto(`${server.origin}/blank.html`);
+  console.log(`# webgpu: ${JSON.stringify(await webgpuInfo(page))}`);
+  await page.evaluate(async () => {
+    window.stampo = await import("/pkg/index.js");
+  });
+});
+
+after(async () => {
+  await page?.evaluate(() => window.engine?.unload()).catch(() => {});
+  await browser?.close();
+  await server?.close();
+});
+
+function checkPerson(text) {
+  const person = JSON.parse(text);
+  assert.deepEqual(Object.keys(person).sort(), ["citta", "eta", "nome"], text);
+  assert.equal(typeof person.nome, "string");
+  assert.equal(typeof person.citta, "string");
+  assert.ok(Number.isInteger(person.eta) && person.eta >= 0 && person.eta <= 120, text);
+  return person;
+}
+
+test("the default model loads into the worker with progress, on the CPU", { timeout: 300_000 }, async () => {
+  const info = await page.evaluate(async (url) => {
+    const phases = new Set();
+    let last = null;
+    window.engine = await window.stampo.Stampo.load({
+      model: url,
+      contextSize: 1024,
+      onProgress: (p) => { phases.add(p.phase); last = p; },
+    });
+    return { ...window.engine.info, phases: [...phases], last, isolated: crossOriginIsolated };
+  }, MODEL_URL);
+  console.log(`# loaded: ${JSON.stringify(info)}`);
+  assert.equal(info.source, "network");
+  assert.equal(info.device, "cpu");
+  assert.equal(info.architecture, "llama");
+  assert.ok(info.phases.includes("download") && info.phases.includes("ready"), info.phases.join());
+  assert.equal(info.last.loaded, info.bytes);
+  assert.ok(info.isolated, "the page is cross-origin isolated (COOP/COEP), so aborts are cooperative");
+});
+
+test("person extraction through chat.completions.create, whole and streamed, agree", { timeout: 300_000 }, async () => {
+  const out = await page.evaluate(async (body) => {
+    const t0 = performance.now();
+    const whole = await window.engine.chat.completions.create(body);
+    const t1 = performance.now();
+    const chunks = [];
+    for await (const chunk of window.engine.chat.completions.create({ ...body, stream: true })) chunks.push(chunk);
+    return { whole, chunks, ms: t1 - t0 };
+  }, PERSON);
+  const text = out.whole.choices[0].message.content;
+  const person = checkPerson(text);
+  assert.equal(out.whole.choices[0].finish_reason, "stop");
+  const t = out.whole.timings;
+  console.log(`# extracted ${JSON.stringify(person)} in ${out.ms.toFixed(0)} ms: prompt ${t.prompt_n} tokens at ${t.prompt_per_second.toFixed(1)}/s, ${t.predicted_n} generated at ${t.predicted_per_second.toFixed(1)}/s`);
+  const streamed = out.chunks.map((c) => c.choices?.[0]?.delta?.content ?? "").join("");
+  assert.equal(streamed, text, "the streamed deltas spell the whole response");
+  assert.ok(out.chunks.some((c) => c.choices?.[0]?.finish_reason === "stop"), "a chunk closes with finish_reason stop");
+});
+
+test("an abort mid-stream rejects with AbortError and the engine goes on serving", { timeout: 300_000 }, async () => {
+  const out = await page.evaluate(async (body) => {
+    const controller = new AbortController();
+    let seen = 0;
+    let error = null;
+    try {
+      for await (const chunk of window.engine.chat.completions.create({ ...body, stream: true, max_tokens: 200 }, { signal: controller.signal })) {
+        if (chunk.choices?.[0]?.delta?.content) seen += 1;
+        if (seen === 3) controller.abort();
+      }
+    } catch (e) {
+      error = { name: e.name, message: e.message };
+    }
+    const after = await window.engine.tokenize("ciao");
+    return { seen, error, after };
+  }, PERSON);
+  assert.equal(out.error?.name, "AbortError", JSON.stringify(out));
+  assert.ok(out.seen >= 3 && out.seen < 10, `chunks before the abort took hold: ${out.seen}`);
+  assert.ok(out.after.length > 0);
+});
+
+test("a bad request is a typed error, never unconstrained output", { timeout: 60_000 }, async () => {
+  const err = await page.evaluate(async () => {
+    try {
+      await window.engine.completion({ prompt: "x", grammar: "root ::= (", n_predict: 4 });
+      return null;
+    } catch (e) {
+      return { name: e.name, code: e.code, message: e.message };
+    }
+  });
+  assert.equal(err?.code, "grammar_invalid", JSON.stringify(err));
+});
+
+test("a second load comes from Cache Storage without asking the server", { timeout: 300_000 }, async () => {
+  const before = server.requests.filter((r) => r.startsWith(MODEL_URL)).length;
+  const info = await page.evaluate(async (url) => {
+    const second = await window.stampo.Stampo.load({ model: url, contextSize: 256, worker: false });
+    const ids = await second.tokenize("Ciao, mondo!");
+    const text = await second.detokenize(ids);
+    const cached = await window.stampo.Stampo.cache.list();
+    await second.unload();
+    return { source: second.info.source, ids, text, cached };
+  }, MODEL_URL);
+  const afterCount = server.requests.filter((r) => r.startsWith(MODEL_URL)).length;
+  assert.equal(info.source, "cache");
+  assert.equal(afterCount, before, "no request for the model");
+  assert.equal(info.text, "Ciao, mondo!");
+  assert.ok(info.cached.some((c) => c.url.endsWith(MODEL_URL)));
+  assert.deepEqual(pageErrors, []);
+});
