@@ -22,11 +22,18 @@ done
 scripts/setup.sh apt node bindgen trunk models
 
 t0=$(date +%s)
+# The runtime (the npm package's worker and wasm), then the page; the page loads the runtime
+# from stampo/ beside it.
+scripts/build-wasm.sh
 (
   # shellcheck source=scripts/wasm/env.sh
   . scripts/wasm/env.sh
   CARGO_TARGET_DIR="$STAMPO_CACHE/target-wasm" trunk build --offline --config Trunk.toml
 )
+rm -rf web/dist/stampo
+mkdir -p web/dist/stampo/wasm
+cp pkg/src/*.js web/dist/stampo/
+cp "$STAMPO_CACHE/wasm/release/"stampo_wasm* web/dist/stampo/wasm/
 echo "demo: page built in $(( $(date +%s) - t0 )) s (web/dist)"
 [ "$build_only" = 1 ] && exit 0
 exec node scripts/lib/serve-demo.mjs web/dist "$STAMPO_MODELS" "$port"

@@ -1,18 +1,19 @@
-//! stampo's demo page: what the browser runtime can do today, on the default model.
-//!
-//! Two panels: the model panel downloads the default GGUF from this page's origin with a
-//! progress bar and reads its header in wasm; the schema panel compiles a JSON Schema as
-//! you type into the GBNF stampo enforces and the keyword report (enforced, ignored,
-//! refused), and checks a document against it. Generation joins when the engine runs in
-//! the browser.
+//! stampo's demo page: a model loaded in the runtime's worker, a JSON Schema compiled as you
+//! type into the GBNF and keyword report stampo enforces, and extraction under that schema
+//! beside the same request without it.
 
+mod extract_panel;
 mod model_panel;
+mod runtime;
 mod schema_panel;
+mod settings;
 
 use leptos::prelude::*;
 
+use crate::extract_panel::ExtractPanel;
 use crate::model_panel::ModelPanel;
-use crate::schema_panel::SchemaPanel;
+use crate::schema_panel::{PERSON, SchemaPanel};
+use crate::settings::{Settings, SettingsPanel};
 
 fn main() {
     leptos::mount::mount_to_body(App);
@@ -20,6 +21,9 @@ fn main() {
 
 #[component]
 fn App() -> impl IntoView {
+    let engine = RwSignal::new_local(None);
+    let schema = RwSignal::new(PERSON.to_string());
+    let settings = RwSignal::new(Settings::restore());
     view! {
         <header>
             <h1>"stampo"</h1>
@@ -28,12 +32,9 @@ fn App() -> impl IntoView {
                 "the output takes the exact shape of a JSON Schema or a GBNF grammar."
             </p>
         </header>
-        <section class="notice" role="note">
-            "This build compiles schemas and grammars and reads models in the browser. "
-            "Text generation in the browser is not available yet: the model runtime is "
-            "still being built."
-        </section>
-        <ModelPanel/>
-        <SchemaPanel/>
+        <ModelPanel engine=engine/>
+        <SchemaPanel schema=schema/>
+        <ExtractPanel engine=engine schema=schema settings=settings/>
+        <SettingsPanel settings=settings/>
     }
 }

@@ -1,125 +1,119 @@
-//! The model panel: download a GGUF from this origin with progress, read its header.
+//! The model panel: the default model, a URL or a local file, loaded into the runtime's
+//! worker with a progress bar; the models the browser has cached, with their sizes.
 
-use js_sys::{Reflect, Uint8Array};
 use leptos::prelude::*;
 use leptos::task::spawn_local;
 use serde_json::Value;
 use wasm_bindgen::{JsCast, JsValue};
-use wasm_bindgen_futures::JsFuture;
-use web_sys::{ReadableStreamDefaultReader, Response};
+
+use crate::runtime::{self, Stampo};
 
 /// The default model, served by `scripts/demo.sh` under `/models/`.
 const DEFAULT_MODEL: &str = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-/// The header, metadata and tensor table of the default models fit well inside this.
-const HEADER_PREFIX_MAX: usize = 32 << 20;
+const CONTEXT_SIZE: u32 = 2048;
 
 #[derive(Clone, Debug, PartialEq)]
 enum Phase {
     Idle,
-    Downloading { loaded: u64, total: Option<u64> },
-    Ready { summary: Value, bytes: u64 },
+    Loading {
+        phase: String,
+        loaded: f64,
+        total: Option<f64>,
+    },
+    Ready(Value),
     Failed(String),
 }
 
-fn js_message(value: JsValue) -> String {
-    value
-        .dyn_ref::<js_sys::Error>()
-        .map(|e| String::from(e.message()))
-        .or_else(|| value.as_string())
-        .unwrap_or_else(|| format!("{value:?}"))
-}
-
-/// Downloads `url`, reporting progress, and parses the GGUF header from the first bytes.
-async fn load(url: &str, set_phase: WriteSignal<Phase>) -> Result<(Value, u64), String> {
-    let window = web_sys::window().ok_or("no window")?;
-    let response: Response = JsFuture::from(window.fetch_with_str(url))
-        .await
-        .map_err(js_message)?
-        .dyn_into()
-        .map_err(js_message)?;
-    if !response.ok() {
-        return Err(format!("{url}: HTTP {}", response.status()));
-    }
-    let total = response
-        .headers()
-        .get("content-length")
-        .ok()
-        .flatten()
-        .and_then(|s| s.parse::<u64>().ok());
-    let body = response.body().ok_or("the response has no body")?;
-    let reader: ReadableStreamDefaultReader = body
-        .get_reader()
-        .dyn_into()
-        .map_err(|object: js_sys::Object| js_message(object.into()))?;
-    let mut prefix: Vec<u8> = Vec::new();
-    let mut summary: Option<Value> = None;
-    let mut last_error = String::from("the file is empty");
-    let mut loaded = 0u64;
-    loop {
-        let chunk = JsFuture::from(reader.read()).await.map_err(js_message)?;
-        let done = Reflect::get(&chunk, &"done".into())
-            .map_err(js_message)?
-            .as_bool()
-            .unwrap_or(true);
-        if done {
-            break;
-        }
-        let value = Uint8Array::new(&Reflect::get(&chunk, &"value".into()).map_err(js_message)?);
-        loaded += u64::from(value.length());
-        if summary.is_none() && prefix.len() < HEADER_PREFIX_MAX {
-            prefix.extend(value.to_vec());
-            match stampo_wasm::summarize_gguf(&prefix) {
-                Ok(json) => {
-                    summary = serde_json::from_str(&json).ok();
-                    prefix = Vec::new();
-                }
-                Err((_, message)) => last_error = message,
-            }
-        }
-        set_phase.set(Phase::Downloading { loaded, total });
-    }
-    summary.map(|s| (s, loaded)).ok_or(last_error)
-}
-
-fn mib(bytes: u64) -> String {
-    format!("{:.1} MiB", bytes as f64 / (1u64 << 20) as f64)
+fn mib(bytes: f64) -> String {
+    format!("{:.1} MiB", bytes / f64::from(1u32 << 20))
 }
 
 #[component]
-pub fn ModelPanel() -> impl IntoView {
-    let (phase, set_phase) = signal(Phase::Idle);
-    let start = move |_| {
-        set_phase.set(Phase::Downloading {
-            loaded: 0,
+pub fn ModelPanel(engine: RwSignal<Option<Stampo>, LocalStorage>) -> impl IntoView {
+    let phase = RwSignal::new(Phase::Idle);
+    let (url, set_url) = signal(DEFAULT_MODEL.to_string());
+    let load = move |model: JsValue| {
+        phase.set(Phase::Loading {
+            phase: "download".into(),
+            loaded: 0.0,
             total: None,
         });
+        if let Some(old) = engine.get_untracked() {
+            engine.set(None);
+            drop(old.unload());
+        }
         spawn_local(async move {
-            let next = match load(DEFAULT_MODEL, set_phase).await {
-                Ok((summary, bytes)) => Phase::Ready { summary, bytes },
-                Err(message) => Phase::Failed(message),
+            let progress = move |p: String, loaded: f64, total: Option<f64>| {
+                phase.set(Phase::Loading {
+                    phase: p,
+                    loaded,
+                    total,
+                });
             };
-            set_phase.set(next);
+            match runtime::load(model, CONTEXT_SIZE, progress).await {
+                Ok((stampo, info)) => {
+                    engine.set(Some(stampo));
+                    phase.set(Phase::Ready(info));
+                }
+                Err(message) => phase.set(Phase::Failed(message)),
+            }
         });
     };
-    let busy = move || matches!(phase.get(), Phase::Downloading { .. });
+    let load_url = move |_| load(JsValue::from_str(&url.get_untracked()));
+    let load_file = move |ev: leptos::ev::Event| {
+        let file = ev
+            .target()
+            .and_then(|t| t.dyn_into::<web_sys::HtmlInputElement>().ok())
+            .and_then(|input| input.files())
+            .and_then(|files| files.get(0));
+        if let Some(file) = file {
+            load(file.into());
+        }
+    };
+    let drop_file = move |ev: leptos::ev::DragEvent| {
+        ev.prevent_default();
+        if let Some(file) = ev
+            .data_transfer()
+            .and_then(|d| d.files())
+            .and_then(|f| f.get(0))
+        {
+            load(file.into());
+        }
+    };
+    let busy = move || matches!(phase.get(), Phase::Loading { .. });
     view! {
-        <section aria-labelledby="model-title">
+        <section aria-labelledby="model-title"
+            on:dragover=|ev: leptos::ev::DragEvent| ev.prevent_default()
+            on:drop=drop_file>
             <h2 id="model-title">"Model"</h2>
-            <p>"Default model: SmolLM2-135M-Instruct (Q4_1, 98 MB), served by this page's origin."</p>
-            <button id="load-model" on:click=start disabled=busy>"Load the default model"</button>
+            <label for="model-url">"Model URL (default: SmolLM2-135M-Instruct Q4_1, 98 MB, from this page's origin)"</label>
+            <input id="model-url" type="url" prop:value=url
+                on:input=move |ev| set_url.set(event_target_value(&ev))/>
+            <button id="load-model" on:click=load_url disabled=busy>"Load"</button>
+            <label for="model-file">"…or a GGUF file from this computer (or drop one on this panel)"</label>
+            <input id="model-file" type="file" accept=".gguf" on:change=load_file disabled=busy/>
             {move || match phase.get() {
                 Phase::Idle => view! { <p>"Not loaded."</p> }.into_any(),
-                Phase::Downloading { loaded, total } => view! {
-                    <p>"Downloading: " {mib(loaded)} {total.map(|t| format!(" of {}", mib(t)))}</p>
+                Phase::Loading { phase, loaded, total } => view! {
+                    <p>{phase} ": " {mib(loaded)} {total.map(|t| format!(" of {}", mib(t)))}</p>
                     <progress
-                        aria-label="download progress"
-                        max=move || total.unwrap_or(0).to_string()
+                        aria-label="model loading progress"
+                        max=move || total.unwrap_or(0.0).to_string()
                         value=loaded.to_string()
                     ></progress>
                 }.into_any(),
-                Phase::Ready { summary, bytes } => view! {
-                    <p class="ok" id="model-ready">"Downloaded " {mib(bytes)} "; header read in wasm."</p>
-                    <pre id="model-summary">{serde_json::to_string_pretty(&summary).unwrap_or_default()}</pre>
+                Phase::Ready(info) => view! {
+                    <p class="ok" id="model-ready">
+                        {format!(
+                            "{} ready on the {} ({} from {}, {:.0} ms to load).",
+                            info["name"].as_str().unwrap_or("model"),
+                            info["device"].as_str().unwrap_or("?"),
+                            mib(info["bytes"].as_f64().unwrap_or(0.0)),
+                            info["source"].as_str().unwrap_or("?"),
+                            info["loadMs"].as_f64().unwrap_or(0.0),
+                        )}
+                    </p>
+                    <p>"WebGPU: " {info["webgpu"].as_str().unwrap_or("").to_string()} "; the model runs on the CPU path in a Web Worker."</p>
                 }.into_any(),
                 Phase::Failed(message) => view! {
                     <p class="error" role="alert">"Could not load the model: " {message}</p>

@@ -4,7 +4,7 @@
 use leptos::prelude::*;
 use serde_json::Value;
 
-const PERSON: &str = r#"{
+pub const PERSON: &str = r#"{
   "type": "object",
   "properties": {
     "nome": { "type": "string", "minLength": 1 },
@@ -33,8 +33,8 @@ fn compile(schema: &str, strict: bool) -> Result<Compiled, String> {
 }
 
 #[component]
-pub fn SchemaPanel() -> impl IntoView {
-    let (schema, set_schema) = signal(PERSON.to_string());
+pub fn SchemaPanel(schema: RwSignal<String>) -> impl IntoView {
+    let set_schema = move |s: String| schema.set(s);
     let (strict, set_strict) = signal(false);
     let (document, set_document) = signal(PERSON_DOCUMENT.to_string());
     let compiled = Memo::new(move |_| compile(&schema.get(), strict.get()));
@@ -52,7 +52,7 @@ pub fn SchemaPanel() -> impl IntoView {
                         id="schema-editor"
                         spellcheck="false"
                         prop:value=schema
-                        on:input=move |ev| set_schema.set(event_target_value(&ev))
+                        on:input=move |ev| set_schema(event_target_value(&ev))
                     ></textarea>
                     <label>
                         <input

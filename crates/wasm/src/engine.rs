@@ -19,6 +19,16 @@ use crate::error::{ErrorCode, js_error};
 
 type CoreResult<T> = Result<T, (ErrorCode, String)>;
 
+/// What a request takes from its surroundings: time, and randomness for `seed: -1`.
+#[derive(Clone, Copy)]
+pub struct RunEnv<'a> {
+    pub clock: &'a dyn Clock,
+    /// The seed used when the request asks for a random one.
+    pub seed: u32,
+    /// Seconds since the Unix epoch, for the response's `created`.
+    pub now_unix: u64,
+}
+
 /// A loaded model and what it needs to answer requests.
 pub struct EngineCore {
     loaded: LoadedModel,
@@ -61,12 +71,15 @@ impl EngineCore {
         &mut self,
         body: &str,
         custom: &str,
-        clock: &dyn Clock,
-        seed: u32,
-        now_unix: u64,
+        env: &RunEnv<'_>,
         on_chunk: &mut dyn FnMut(&Value) -> bool,
         should_stop: Option<&dyn Fn() -> bool>,
     ) -> CoreResult<Value> {
+        let RunEnv {
+            clock,
+            seed,
+            now_unix,
+        } = *env;
         let mut body: Value = serde_json::from_str(body)
             .map_err(|e| (ErrorCode::InvalidArgument, format!("request body: {e}")))?;
         let mut warnings = Vec::new();
@@ -208,9 +221,11 @@ impl Engine {
             .run(
                 body,
                 custom_json,
-                &PerformanceClock,
-                seed,
-                now_unix,
+                &RunEnv {
+                    clock: &PerformanceClock,
+                    seed,
+                    now_unix,
+                },
                 &mut callback,
                 Some(&stop),
             )

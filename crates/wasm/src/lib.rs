@@ -18,6 +18,6 @@ pub use api::{
     grammar_accepts, inspect_gguf, summarize_gguf,
 };
 #[cfg(feature = "engine")]
-pub use engine::{Engine, EngineCore};
+pub use engine::{Engine, EngineCore, RunEnv};
 pub use error::ErrorCode;
 pub use error::error_message;
