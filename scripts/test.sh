@@ -17,7 +17,7 @@ step() { step_start=$(date +%s); printf '\n== %s\n' "$*"; }
 done_step() { printf '== %s: %d s\n' "$1" "$(( $(date +%s) - step_start ))"; }
 
 step "set-up"
-scripts/setup.sh apt node bindgen models
+scripts/setup.sh apt node bindgen trunk models
 done_step "set-up"
 
 step "cargo fmt --check"
@@ -43,8 +43,9 @@ else
 fi
 done_step "fuzz"
 
-step "wasm32 build"
+step "wasm32 build (the runtime, then the demo page with Trunk)"
 scripts/build-wasm.sh
+scripts/demo.sh --build-only
 done_step "wasm32 build"
 
 step "browser tests (headless Chromium)"

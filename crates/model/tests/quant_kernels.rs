@@ -10,7 +10,9 @@ use half::f16;
 use stampo_gguf::{GgmlType, dequantize_to_vec};
 use stampo_model::quant::QuantFormat;
 use stampo_model::quant::act::QuantizedActs;
-use stampo_model::quant::dot::{IntRows, dot_f32, dot_f32_portable, dot_int, dot_int_portable};
+use stampo_model::quant::dot::{
+    IntRows, dot_f32, dot_f32_portable, dot_int, dot_int_portable, dot_raw,
+};
 use stampo_model::quant::matmul::{QuantMatrix, quant_matmul};
 use stampo_model::quant::pool::Pool;
 use stampo_model::quant::unpack::{UnpackedRow, dequantize_row, unpack_row};
@@ -142,6 +144,39 @@ fn simd_dot_equals_the_portable_kernel() {
             );
         }
     }
+}
+
+#[test]
+fn fused_kernels_equal_the_portable_kernel() {
+    let mut rng = Rng(7);
+    let mut fused = 0;
+    for format in QuantFormat::ALL {
+        for cols in [256usize, 768] {
+            let bytes = random_matrix(format, 1, cols, &mut rng);
+            let x: Vec<f32> = (0..cols).map(|_| 3.0 * rng.float()).collect();
+            let acts = QuantizedActs::encode(format.activation(), &x, cols);
+            let Some(fast) = dot_raw(format, &bytes, &acts, 0) else {
+                continue;
+            };
+            fused += 1;
+            let mut row = UnpackedRow::default();
+            unpack_row(format, &bytes, cols, &mut row);
+            let slow = dot_int_portable(&IntRows {
+                wq: &row.q,
+                wscale: &row.scale,
+                woffset: &row.offset,
+                xq: acts.row_q(0),
+                xd: acts.row_d(0),
+                xsum: acts.row_sum(0),
+            });
+            let tol = 1e-5 * slow.abs().max(1.0);
+            assert!(
+                (fast - slow).abs() <= tol,
+                "{format} cols {cols}: fused {fast} portable {slow}"
+            );
+        }
+    }
+    println!("{fused} fused kernel cases checked (0 on a CPU without AVX2)");
 }
 
 #[test]

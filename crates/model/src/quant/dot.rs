@@ -5,6 +5,8 @@
 //! used); elsewhere, including wasm32, the portable loop below is what LLVM vectorises
 //! (with `simd128` when the wasm build enables it).
 
+use super::act::QuantizedActs;
+use super::format::QuantFormat;
 use super::unpack::GROUP;
 
 /// A decoded weight row and an encoded activation row, both of `cols` values.
@@ -85,6 +87,30 @@ pub fn dot_f32_portable(w: &[f32], x: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+/// `row · x` for activation row `t`, straight from the GGUF bytes, for the formats that have
+/// a fused kernel on this CPU (Q8_0 and Q4_1 with AVX2): no decoded copy of the row, which in
+/// a decode step costs more than the dot itself. `None` where the caller must decode the row
+/// first.
+#[inline]
+pub fn dot_raw(format: QuantFormat, row: &[u8], acts: &QuantizedActs, t: usize) -> Option<f32> {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        // A block of 32 reads the first of its two groups' scales (and both groups' sums).
+        // SAFETY: AVX2 and FMA were detected on this CPU at run time.
+        return match format {
+            QuantFormat::Q8_0 => {
+                Some(unsafe { x86::dot_q8_0_avx2(row, acts.row_q(t), acts.row_d(t)) })
+            }
+            QuantFormat::Q4_1 => Some(unsafe {
+                x86::dot_q4_1_avx2(row, acts.row_q(t), acts.row_d(t), acts.row_sum(t))
+            }),
+            _ => None,
+        };
+    }
+    let _ = (format, row, acts, t);
+    None
+}
+
 #[cfg(target_arch = "x86_64")]
 fn has_avx2() -> bool {
     use std::sync::OnceLock;
@@ -96,6 +122,7 @@ fn has_avx2() -> bool {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
+    use super::super::format::f16_table;
     use super::{GROUP, IntRows};
     use std::arch::x86_64::*;
 
@@ -149,6 +176,71 @@ mod x86 {
             total += rows.wscale[g] * rows.xd[g] * isum as f32;
         }
         total + offsets_avx2(rows.woffset, rows.xsum)
+    }
+
+    /// Q8_0 blocks (`f16` scale, 32 signed bytes) against 8-bit activations.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn dot_q8_0_avx2(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+        let f16 = f16_table();
+        let ones = _mm256_set1_epi16(1);
+        let mut acc = _mm256_setzero_ps();
+        for ((block, x), d) in row
+            .chunks_exact(34)
+            .zip(xq.chunks_exact(32))
+            .zip(xd.chunks_exact(2))
+        {
+            // SAFETY: `block[2..]` and `x` hold 32 bytes each; loads are unaligned.
+            let (w, x) = unsafe {
+                (
+                    _mm256_loadu_si256(block.as_ptr().add(2).cast()),
+                    _mm256_loadu_si256(x.as_ptr().cast()),
+                )
+            };
+            let prod = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+            let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
+            let scale = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))] * d[0];
+            acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(scale), acc);
+        }
+        hsum(acc)
+    }
+
+    /// Q4_1 blocks (`f16` scale and min, 16 bytes of nibbles: values 0–15 low, 16–31 high)
+    /// against 8-bit activations with their scaled sums (`q8_1`).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn dot_q4_1_avx2(row: &[u8], xq: &[i8], xd: &[f32], xsum: &[f32]) -> f32 {
+        let f16 = f16_table();
+        let ones = _mm256_set1_epi16(1);
+        let low = _mm_set1_epi8(0x0F);
+        let mut acc = _mm256_setzero_ps();
+        let mut mins = _mm256_setzero_ps();
+        for (((block, x), d), s) in row
+            .chunks_exact(20)
+            .zip(xq.chunks_exact(32))
+            .zip(xd.chunks_exact(2))
+            .zip(xsum.chunks_exact(2))
+        {
+            // SAFETY: `block[4..]` holds 16 bytes and `x` 32; loads are unaligned.
+            let (packed, x) = unsafe {
+                (
+                    _mm_loadu_si128(block.as_ptr().add(4).cast()),
+                    _mm256_loadu_si256(x.as_ptr().cast()),
+                )
+            };
+            let lo = _mm_and_si128(packed, low);
+            let hi = _mm_and_si128(_mm_srli_epi16::<4>(packed), low);
+            let w = _mm256_set_m128i(hi, lo);
+            let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones));
+            let dw = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))];
+            let mw = f16[usize::from(u16::from_le_bytes([block[2], block[3]]))];
+            acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * d[0]), acc);
+            // The min times the activations' sum, in lane 0 (kept off the scalar chain).
+            mins = _mm256_fmadd_ps(
+                _mm256_set_ps(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, mw),
+                _mm256_set1_ps(s[0] + s[1]),
+                mins,
+            );
+        }
+        hsum(_mm256_add_ps(acc, mins))
     }
 
     #[target_feature(enable = "avx2,fma")]

@@ -148,7 +148,21 @@ pub enum ActivationFormat {
 /// Reads the little-endian `f16` at `bytes[at..at + 2]` as `f32`.
 #[inline]
 pub(crate) fn read_f16(bytes: &[u8], at: usize) -> f32 {
-    f16::from_le_bytes([bytes[at], bytes[at + 1]]).to_f32()
+    f16_table()[usize::from(u16::from_le_bytes([bytes[at], bytes[at + 1]]))]
+}
+
+/// Every `f16` as `f32` (256 KiB), as ggml keeps it: block scales are read millions of times
+/// per token, and a table lookup costs less than a conversion (which, in `half`, also checks
+/// the CPU's features on every call).
+pub(crate) fn f16_table() -> &'static [f32; 1 << 16] {
+    static TABLE: std::sync::OnceLock<Box<[f32; 1 << 16]>> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = Box::new([0.0f32; 1 << 16]);
+        for (bits, v) in table.iter_mut().enumerate() {
+            *v = f16::from_bits(bits as u16).to_f32();
+        }
+        table
+    })
 }
 
 /// Rounds an `f32` through half precision, as ggml does when it stores a scale.

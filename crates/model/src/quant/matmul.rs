@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use super::act::QuantizedActs;
-use super::dot::{IntRows, dot_f32, dot_int};
+use super::dot::{IntRows, dot_f32, dot_int, dot_raw};
 use super::format::QuantFormat;
 use super::pool::Pool;
 use super::unpack::{UnpackedRow, unpack_row};
@@ -79,7 +79,17 @@ fn rows_times_acts(
     let mut out = vec![0.0f32; tokens * len];
     let mut row = UnpackedRow::default();
     for (i, n) in range.enumerate() {
-        unpack_row(w.format, w.row(n), w.cols, &mut row);
+        let bytes = w.row(n);
+        if tokens > 0
+            && let Some(first) = dot_raw(w.format, bytes, acts, 0)
+        {
+            out[i] = first;
+            for t in 1..tokens {
+                out[t * len + i] = dot_raw(w.format, bytes, acts, t).unwrap_or(0.0);
+            }
+            continue;
+        }
+        unpack_row(w.format, bytes, w.cols, &mut row);
         for t in 0..tokens {
             out[t * len + i] = match w.format {
                 QuantFormat::F32 | QuantFormat::F16 => dot_f32(&row.values, acts.row_values(t)),

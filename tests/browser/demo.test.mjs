@@ -1,0 +1,79 @@
+// The demo page (web/, built by `scripts/demo.sh --build-only`) in headless Chromium, served
+// as scripts/demo.sh serves it: load the default model, extract the person under the
+// schema and without it, and check what the page shows. A screenshot goes to
+// $STAMPO_CACHE/demo.png for a person to look at.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { existsSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { launchChromium } from "./chromium.mjs";
+import { serve } from "../../scripts/lib/static-server.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
+const cache = process.env.STAMPO_CACHE ?? join(homedir(), ".cache/stampo");
+const models = process.env.STAMPO_MODELS ?? join(cache, "models");
+const dist = join(root, "web/dist");
+
+let server;
+let browser;
+let page;
+const problems = [];
+
+before(async () => {
+  for (const [what, path] of [["the demo build (run scripts/demo.sh --build-only)", join(dist, "stampo/wasm/stampo_wasm_bg.wasm")],
+                              ["the default model (run scripts/fetch-models.sh)", join(models, "SmolLM2-135M-Instruct.Q4_1.gguf")]]) {
+    if (!existsSync(path)) throw new Error(`${what} not found at ${path}`);
+  }
+  server = await serve({ "/models/": models, "/": dist });
+  browser = await launchChromium();
+  page = await browser.context.newPage();
+  page.on("pageerror", (e) => problems.push(`pageerror: ${e}`));
+  page.on("console", (m) => { if (m.type() === "error") problems.push(`console: ${m.text()}`); });
+  await page.setViewportSize({ width: 1100, height: 1400 });
+  await page.goto(`${server.origin}/`);
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+test("the page loads the default model, extracts under the schema and without it", { timeout: 300_000 }, async () => {
+  await page.getByRole("button", { name: "Load" }).click();
+  await page.locator("#model-ready").waitFor({ timeout: 120_000 });
+  const ready = await page.locator("#model-ready").textContent();
+  assert.match(ready, /ready on the cpu/);
+
+  await page.locator("#extract").click();
+  // Both runs finish: the constrained one, then the same request without the schema.
+  await page.waitForFunction(() => {
+    const busy = [...document.querySelectorAll("pre[aria-busy]")].map((p) => p.getAttribute("aria-busy"));
+    return busy.length === 2 && busy.every((b) => b === "false") && document.querySelector("#output-free")?.textContent.length > 0;
+  }, null, { timeout: 240_000 });
+  const constrained = await page.locator("#output-constrained").textContent();
+  const person = JSON.parse(constrained);
+  assert.deepEqual(Object.keys(person).sort(), ["citta", "eta", "nome"]);
+  assert.ok(Number.isInteger(person.eta) && person.eta >= 0 && person.eta <= 120);
+  const section = await page.locator("#output-constrained").locator("..").textContent();
+  assert.match(section, /valid: JSON, and in the schema's grammar/);
+  assert.match(section, /finish_reason: stop/);
+  assert.match(section, /tokens\/s/);
+  const free = await page.locator("#output-free").textContent();
+  console.log(`# constrained: ${constrained.replace(/\s+/g, " ")}`);
+  console.log(`# unconstrained: ${free.slice(0, 200).replace(/\s+/g, " ")}`);
+  assert.match(await page.locator("#curl").textContent(), /curl http:\/\/localhost:8080\/v1\/chat\/completions/);
+  await page.screenshot({ path: join(cache, "demo.png"), fullPage: true });
+  assert.deepEqual(problems, []);
+});
+
+test("invalid Custom JSON is shown as an error and settings persist across a reload", { timeout: 60_000 }, async () => {
+  await page.locator("#custom-json").fill("{not json");
+  await page.locator("#custom-json-error").waitFor();
+  await page.locator("#temperature").fill("0.7");
+  await page.locator("#temperature").dispatchEvent("change");
+  await page.reload();
+  assert.equal(await page.locator("#temperature").inputValue(), "0.7");
+  assert.equal(await page.locator("#custom-json").inputValue(), "{not json");
+});
