@@ -8,4 +8,5 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 dist="$root/pkg/dist"
 bash "$root/scripts/build-wasm.sh" "$@" --out "$dist/wasm"
 cp "$root"/pkg/src/*.js "$root"/pkg/src/*.d.ts "$dist/"
+cp "$root"/pkg/README.md "$dist/"
 echo "build-pkg: $dist ($(du -sh "$dist" | cut -f1))"
