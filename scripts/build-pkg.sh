@@ -5,8 +5,15 @@
 # Usage: scripts/build-pkg.sh [--ship]   (--ship: the LTO build that is published)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
+# shellcheck source=scripts/env.sh
+. "$root/scripts/env.sh"
 dist="$root/pkg/dist"
-bash "$root/scripts/build-wasm.sh" "$@" --out "$dist/wasm"
+profile=release
+[ "${1:-}" = --ship ] && profile=wasm-release
+bash "$root/scripts/build-wasm.sh" "$@"
+rm -rf "$dist"
+mkdir -p "$dist/wasm"
+cp "$STAMPO_CACHE/wasm/$profile/"stampo_wasm* "$dist/wasm/"
 cp "$root"/pkg/src/*.js "$root"/pkg/src/*.d.ts "$dist/"
 cp "$root"/pkg/README.md "$dist/"
 echo "build-pkg: $dist ($(du -sh "$dist" | cut -f1))"

@@ -43,8 +43,8 @@ else
 fi
 done_step "fuzz"
 
-step "wasm32 build (the runtime, then the demo page with Trunk)"
-scripts/build-wasm.sh
+step "wasm32 build (the runtime and npm package, then the demo page with Trunk)"
+scripts/build-pkg.sh
 scripts/demo.sh --build-only
 done_step "wasm32 build"
 

@@ -1,0 +1,56 @@
+// A web app that depends on the stampo package (pkg/, built into pkg/dist by
+// scripts/build-pkg.sh) as any app would — a `file:` dependency installed by npm, bundled by
+// Vite (worker and wasm included) — runs the person extraction in headless Chromium.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { build } from "vite";
+import { launchChromium } from "./chromium.mjs";
+import { serve } from "../../scripts/lib/static-server.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
+const app = join(root, "tests/browser/sample-app");
+const cache = process.env.STAMPO_CACHE ?? join(homedir(), ".cache/stampo");
+const models = process.env.STAMPO_MODELS ?? join(cache, "models");
+
+let server;
+let browser;
+
+before(async () => {
+  const built = join(root, "pkg/dist/wasm/stampo_wasm_bg.wasm");
+  if (!existsSync(built)) throw new Error(`the package is not built (run scripts/build-pkg.sh): ${built} missing`);
+  // The `file:` dependency needs no registry.
+  execFileSync("npm", ["install", "--no-audit", "--no-fund", "--no-package-lock", "--loglevel=error"], { cwd: app, stdio: "inherit" });
+  await build({ root: app, configFile: join(app, "vite.config.js"), logLevel: "warn" });
+  server = await serve({ "/models/": models, "/": join(app, "dist") });
+  browser = await launchChromium();
+});
+
+after(async () => {
+  await browser?.close();
+  await server?.close();
+});
+
+test("a Vite-bundled app runs the person extraction through the package", { timeout: 300_000 }, async () => {
+  const page = await browser.context.newPage();
+  const errors = [];
+  page.on("pageerror", (e) => errors.push(String(e)));
+  await page.goto(`${server.origin}/`);
+  await page.waitForFunction(() => window.result !== undefined, null, { timeout: 240_000 });
+  const result = await page.evaluate(() => window.result);
+  assert.equal(result.error, undefined, result.error);
+  const person = JSON.parse(result.content);
+  assert.deepEqual(Object.keys(person).sort(), ["citta", "eta", "nome"]);
+  assert.ok(Number.isInteger(person.eta) && person.eta >= 0 && person.eta <= 120);
+  assert.equal(result.device, "cpu");
+  // The bundle carries the worker and the wasm as files of its own.
+  const asked = server.requests.join(" ");
+  assert.match(asked, /\.wasm/);
+  assert.match(asked, /worker/);
+  console.log(`# the bundled app extracted ${result.content}`);
+  assert.deepEqual(errors, []);
+});
