@@ -39,6 +39,10 @@ export async function serve(routes, { port = 0 } = {}) {
   return {
     origin: `http://127.0.0.1:${bound}`,
     requests,
-    close: () => new Promise((resolve) => server.close(resolve)),
+    // Stops listening and drops kept-alive connections, so the origin is really gone.
+    close: () => new Promise((resolve) => {
+      server.close(resolve);
+      server.closeAllConnections();
+    }),
   };
 }

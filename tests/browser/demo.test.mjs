@@ -77,3 +77,36 @@ test("invalid Custom JSON is shown as an error and settings persist across a rel
   assert.equal(await page.locator("#temperature").inputValue(), "0.7");
   assert.equal(await page.locator("#custom-json").inputValue(), "{not json");
 });
+
+test("installable, and with the server gone a reload still runs an extraction", { timeout: 300_000 }, async () => {
+  const manifest = await page.evaluate(async () => {
+    const link = document.querySelector('link[rel="manifest"]');
+    return (await fetch(link.href)).json();
+  });
+  assert.equal(manifest.display, "standalone");
+  assert.ok(manifest.icons.length > 0);
+  const controlled = await page.evaluate(async () => {
+    await navigator.serviceWorker.ready;
+    // The worker claims the page once active; wait for it to control this page.
+    for (let i = 0; i < 50 && !navigator.serviceWorker.controller; i++) await new Promise((r) => setTimeout(r, 100));
+    return Boolean(navigator.serviceWorker.controller);
+  });
+  assert.ok(controlled, "the service worker controls the page");
+  await server.close(); // nothing answers on the page's origin any more
+  server = null;
+  await page.reload();
+  await page.getByRole("button", { name: "Load" }).click();
+  await page.locator("#model-ready").waitFor({ timeout: 120_000 });
+  assert.match(await page.locator("#model-ready").textContent(), /from cache/);
+  await page.locator("#temperature").fill("0");
+  await page.locator("#temperature").dispatchEvent("change");
+  await page.getByLabel("also run the same request without the schema").uncheck();
+  await page.locator("#extract").click();
+  await page.waitForFunction(() => {
+    const pre = document.querySelector("#output-constrained");
+    return pre && pre.getAttribute("aria-busy") === "false" && pre.textContent.length > 0;
+  }, null, { timeout: 240_000 });
+  const person = JSON.parse(await page.locator("#output-constrained").textContent());
+  assert.deepEqual(Object.keys(person).sort(), ["citta", "eta", "nome"]);
+  console.log(`# offline extraction: ${JSON.stringify(person)}`);
+});
