@@ -36,6 +36,8 @@ enum Command {
     Template(commands::template::Args),
     /// Greedy decoding of a raw prompt (no chat template), like llama.cpp's `llama-simple`.
     Generate(commands::generate::Args),
+    /// Perplexity of a text file, as llama.cpp's `llama-perplexity` computes it.
+    Perplexity(commands::perplexity::Args),
     /// Generate with a constraint (--json, --json-schema, --grammar-file), streaming the text.
     Run(commands::request::RunArgs),
     /// Run a llama.cpp `/completion` or OpenAI chat body; print the server-shaped response.
@@ -52,6 +54,7 @@ fn main() -> ExitCode {
         Command::Detokenize(args) => commands::tokenize::run_detokenize(&args),
         Command::Template(args) => commands::template::run(&args),
         Command::Generate(args) => commands::generate::run(&args),
+        Command::Perplexity(args) => commands::perplexity::run(&args),
         Command::Run(args) => commands::request::run(&args),
         Command::Request(args) => commands::request::run_request(&args),
     };

@@ -1,0 +1,92 @@
+//! `stampo perplexity`: llama.cpp's perplexity over a text file. The text is cut into chunks
+//! of `--ctx` tokens (BOS first when the model wants it, as llama.cpp does); in each chunk the
+//! tokens of the second half are scored given everything before them in the chunk.
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use stampo_model::{DeviceKind, LoadOptions, Transformer, to_vec};
+
+#[derive(clap::Args)]
+pub struct Args {
+    /// The model file.
+    #[arg(short, long)]
+    model: PathBuf,
+    /// The text file.
+    #[arg(short, long)]
+    file: PathBuf,
+    /// Tokens per chunk.
+    #[arg(long, default_value_t = 512)]
+    ctx: usize,
+    /// Where the model runs: `cpu` or `wgpu`.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+    /// Stop after this many chunks (all by default).
+    #[arg(long)]
+    chunks: Option<usize>,
+}
+
+pub fn run(args: &Args) -> Result<(), String> {
+    if args.ctx < 4 {
+        return Err("--ctx must be at least 4".into());
+    }
+    let device = DeviceKind::parse(&args.device)
+        .and_then(DeviceKind::device)
+        .map_err(|e| e.to_string())?;
+    let text = std::fs::read_to_string(&args.file)
+        .map_err(|e| format!("{}: {e}", args.file.display()))?;
+    let bytes = super::model_file::read_first(&args.model)?;
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", args.model.display());
+    let gguf = stampo_gguf::Gguf::parse(&bytes).map_err(|e| at(&e))?;
+    let tok = stampo_tokenizer::Tokenizer::from_gguf(&gguf).map_err(|e| at(&e))?;
+    let model = Transformer::load(&gguf, &device, LoadOptions { context: args.ctx })
+        .map_err(|e| at(&e))?;
+    let ctx = args.ctx.min(model.new_cache().capacity());
+    let ids = tok.encode(&text, false, false);
+    let available = ids.len() / ctx;
+    let n_chunks = args.chunks.map_or(available, |c| c.min(available));
+    if n_chunks == 0 {
+        return Err(format!(
+            "{} tokens: need at least --ctx {ctx} for one chunk",
+            ids.len()
+        ));
+    }
+    eprintln!(
+        "{} tokens, {n_chunks} chunks of {ctx}, scoring the second half of each",
+        ids.len()
+    );
+    let vocab = model.vocab_size();
+    let mut cache = model.new_cache();
+    let (mut nll, mut nll2, mut count) = (0.0f64, 0.0f64, 0usize);
+    let t0 = Instant::now();
+    for c in 0..n_chunks {
+        let mut chunk = ids[c * ctx..(c + 1) * ctx].to_vec();
+        if let (true, Some(bos)) = (tok.add_bos(), tok.bos()) {
+            chunk[0] = bos;
+        }
+        cache.reset();
+        let logits = to_vec(model.forward(&chunk, &mut cache, true).map_err(|e| e.to_string())?)
+            .map_err(|e| e.to_string())?;
+        for pos in ctx / 2..ctx - 1 {
+            let row = &logits[pos * vocab..(pos + 1) * vocab];
+            let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
+            let sum: f64 = row.iter().map(|&v| (f64::from(v) - max).exp()).sum();
+            let lp = f64::from(row[chunk[pos + 1] as usize]) - max - sum.ln();
+            nll -= lp;
+            nll2 += lp * lp;
+            count += 1;
+        }
+        eprint!("[{}]{:.4} ", c + 1, (nll / count as f64).exp());
+    }
+    eprintln!();
+    let mean = nll / count as f64;
+    let ppl = mean.exp();
+    // llama.cpp's uncertainty: the standard error of the mean NLL, carried through exp.
+    let var = (nll2 / count as f64 - mean * mean).max(0.0);
+    let err = ppl * (var / (count as f64 - 1.0).max(1.0)).sqrt();
+    println!(
+        "Final estimate: PPL = {ppl:.4} +/- {err:.5} ({count} tokens scored in {:.1} s)",
+        t0.elapsed().as_secs_f64()
+    );
+    Ok(())
+}
