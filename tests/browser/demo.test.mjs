@@ -41,7 +41,7 @@ after(async () => {
 });
 
 test("the page loads the default model, extracts under the schema and without it", { timeout: 300_000 }, async () => {
-  await page.getByRole("button", { name: "Load" }).click();
+  await page.locator("#load-model").click();
   await page.locator("#model-ready").waitFor({ timeout: 120_000 });
   const ready = await page.locator("#model-ready").textContent();
   assert.match(ready, /ready on the cpu/);
@@ -66,6 +66,23 @@ test("the page loads the default model, extracts under the schema and without it
   assert.match(await page.locator("#curl").textContent(), /curl http:\/\/localhost:8080\/v1\/chat\/completions/);
   await page.screenshot({ path: join(cache, "demo.png"), fullPage: true });
   assert.deepEqual(problems, []);
+});
+
+test("batch extraction fills the table and downloads JSONL", { timeout: 300_000 }, async () => {
+  await page.locator("#batch-inputs").fill("Mi chiamo Giulia Rossi, ho 34 anni e vivo a Torino.\nSono Marco Bianchi, 58 anni, di Napoli.");
+  await page.locator("#batch-run").click();
+  await page.waitForFunction(() => document.querySelector("#batch-status")?.textContent === "2 of 2 done", null, { timeout: 240_000 });
+  const valid = await page.locator("#batch-results tbody tr td:last-child").allTextContents();
+  assert.deepEqual(valid, ["yes", "yes"]);
+  const [download] = await Promise.all([page.waitForEvent("download"), page.locator("#batch-jsonl").click()]);
+  const { readFileSync } = await import("node:fs");
+  const lines = readFileSync(await download.path(), "utf8").trim().split("\n").map((l) => JSON.parse(l));
+  assert.equal(lines.length, 2);
+  for (const line of lines) {
+    assert.deepEqual(Object.keys(line.output).sort(), ["citta", "eta", "nome"]);
+    assert.equal(line.valid, true);
+  }
+  console.log(`# batch: ${lines.map((l) => JSON.stringify(l.output)).join(" ")}`);
 });
 
 test("invalid Custom JSON is shown as an error and settings persist across a reload", { timeout: 60_000 }, async () => {
@@ -95,7 +112,7 @@ test("installable, and with the server gone a reload still runs an extraction", 
   await server.close(); // nothing answers on the page's origin any more
   server = null;
   await page.reload();
-  await page.getByRole("button", { name: "Load" }).click();
+  await page.locator("#load-model").click();
   await page.locator("#model-ready").waitFor({ timeout: 120_000 });
   assert.match(await page.locator("#model-ready").textContent(), /from cache/);
   await page.locator("#temperature").fill("0");

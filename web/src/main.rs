@@ -1,7 +1,8 @@
 //! stampo's demo page: a model loaded in the runtime's worker, a JSON Schema compiled as you
-//! type into the GBNF and keyword report stampo enforces, and extraction under that schema
-//! beside the same request without it.
+//! type into the GBNF and keyword report stampo enforces, extraction under that schema beside
+//! the same request without it, and batch extraction of many inputs.
 
+mod batch_panel;
 mod extract_panel;
 mod model_panel;
 mod runtime;
@@ -10,6 +11,7 @@ mod settings;
 
 use leptos::prelude::*;
 
+use crate::batch_panel::BatchPanel;
 use crate::extract_panel::ExtractPanel;
 use crate::model_panel::ModelPanel;
 use crate::schema_panel::{PERSON, SchemaPanel};
@@ -35,6 +37,7 @@ fn App() -> impl IntoView {
         <ModelPanel engine=engine/>
         <SchemaPanel schema=schema/>
         <ExtractPanel engine=engine schema=schema settings=settings/>
+        <BatchPanel engine=engine schema=schema settings=settings/>
         <SettingsPanel settings=settings/>
     }
 }

@@ -33,14 +33,14 @@ pub fn run(args: &Args) -> Result<(), String> {
     let device = DeviceKind::parse(&args.device)
         .and_then(DeviceKind::device)
         .map_err(|e| e.to_string())?;
-    let text = std::fs::read_to_string(&args.file)
-        .map_err(|e| format!("{}: {e}", args.file.display()))?;
+    let text =
+        std::fs::read_to_string(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
     let bytes = super::model_file::read_first(&args.model)?;
     let at = |e: &dyn std::fmt::Display| format!("{}: {e}", args.model.display());
     let gguf = stampo_gguf::Gguf::parse(&bytes).map_err(|e| at(&e))?;
     let tok = stampo_tokenizer::Tokenizer::from_gguf(&gguf).map_err(|e| at(&e))?;
-    let model = Transformer::load(&gguf, &device, LoadOptions { context: args.ctx })
-        .map_err(|e| at(&e))?;
+    let model =
+        Transformer::load(&gguf, &device, LoadOptions { context: args.ctx }).map_err(|e| at(&e))?;
     let ctx = args.ctx.min(model.new_cache().capacity());
     let ids = tok.encode(&text, false, false);
     let available = ids.len() / ctx;
@@ -65,8 +65,12 @@ pub fn run(args: &Args) -> Result<(), String> {
             chunk[0] = bos;
         }
         cache.reset();
-        let logits = to_vec(model.forward(&chunk, &mut cache, true).map_err(|e| e.to_string())?)
-            .map_err(|e| e.to_string())?;
+        let logits = to_vec(
+            model
+                .forward(&chunk, &mut cache, true)
+                .map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| e.to_string())?;
         for pos in ctx / 2..ctx - 1 {
             let row = &logits[pos * vocab..(pos + 1) * vocab];
             let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
