@@ -85,6 +85,28 @@ test("batch extraction fills the table and downloads JSONL", { timeout: 300_000 
   console.log(`# batch: ${lines.map((l) => JSON.stringify(l.output)).join(" ")}`);
 });
 
+test("examples, GBNF mode with errors at line and column, extraction under a grammar", { timeout: 300_000 }, async () => {
+  await page.locator("#example").selectOption({ label: "Order ($defs, anyOf, pattern, multipleOf)" });
+  await page.locator("#report").getByText("multipleOf").waitFor();
+  await page.locator("#mode-gbnf").check();
+  await page.locator("#schema-editor").fill('root ::= "yes" | "no"\nbad ::= (');
+  const error = await page.locator("#schema-error").textContent();
+  assert.match(error, /2:\d+|line 2/, error);
+  await page.locator("#schema-editor").fill('root ::= "yes" | "no"');
+  await page.locator("#gbnf").waitFor();
+  await page.locator("#input-text").fill("Is Rome in Italy? Answer yes or no.");
+  await page.getByLabel("also run the same request without the constraint").uncheck();
+  await page.locator("#extract").click();
+  await page.waitForFunction(() => {
+    const pre = document.querySelector("#output-constrained");
+    return pre && pre.getAttribute("aria-busy") === "false" && pre.textContent.length > 0;
+  }, null, { timeout: 120_000 });
+  const answer = await page.locator("#output-constrained").textContent();
+  assert.ok(["yes", "no"].includes(answer), answer);
+  assert.match(await page.locator("#output-constrained").locator("..").textContent(), /valid: in the grammar's language/);
+  console.log(`# grammar answer: ${answer}; error shown: ${error}`);
+});
+
 test("invalid Custom JSON is shown as an error and settings persist across a reload", { timeout: 60_000 }, async () => {
   await page.locator("#custom-json").fill("{not json");
   await page.locator("#custom-json-error").waitFor();
@@ -117,7 +139,7 @@ test("installable, and with the server gone a reload still runs an extraction", 
   assert.match(await page.locator("#model-ready").textContent(), /from cache/);
   await page.locator("#temperature").fill("0");
   await page.locator("#temperature").dispatchEvent("change");
-  await page.getByLabel("also run the same request without the schema").uncheck();
+  await page.getByLabel("also run the same request without the constraint").uncheck();
   await page.locator("#extract").click();
   await page.waitForFunction(() => {
     const pre = document.querySelector("#output-constrained");

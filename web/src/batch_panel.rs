@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
+use crate::constraint::Constraint;
 use crate::runtime::{self, Stampo};
 use crate::settings::Settings;
 
@@ -64,7 +65,7 @@ fn download(name: &str, mime: &str, text: &str) -> Result<(), JsValue> {
 #[component]
 pub fn BatchPanel(
     engine: RwSignal<Option<Stampo>, LocalStorage>,
-    schema: RwSignal<String>,
+    constraint: Constraint,
     settings: RwSignal<Settings>,
 ) -> impl IntoView {
     let (text, set_text) = signal(String::from(
@@ -101,11 +102,8 @@ pub fn BatchPanel(
             return;
         };
         let inputs: Vec<String> = inputs_of("pasted.txt", &text.get_untracked());
-        let schema_value = serde_json::from_str::<Value>(&schema.get_untracked()).ok();
-        let gbnf = stampo_wasm::compile_schema_json(&schema.get_untracked(), false)
-            .ok()
-            .and_then(|j| serde_json::from_str::<Value>(&j).ok())
-            .and_then(|v| v["gbnf"].as_str().map(str::to_string));
+        let gbnf = constraint.gbnf();
+        let wants_json = constraint.wants_json();
         let s = settings.get_untracked();
         let custom = s.custom().ok().flatten();
         rows.set(Vec::new());
@@ -126,12 +124,7 @@ pub fn BatchPanel(
                 });
                 if let Some(obj) = body.as_object_mut() {
                     obj.extend(s.body_fields());
-                    if let Some(schema) = &schema_value {
-                        obj.insert(
-                            "response_format".into(),
-                            json!({"type": "json_schema", "json_schema": {"name": "extraction", "schema": schema}}),
-                        );
-                    }
+                    constraint.apply(obj);
                 }
                 match runtime::request(&engine, &body, custom.as_ref(), None, |_| {}).await {
                     Ok(response) => {
@@ -139,7 +132,7 @@ pub fn BatchPanel(
                             .as_str()
                             .unwrap_or_default()
                             .to_string();
-                        let valid = serde_json::from_str::<Value>(&output).is_ok()
+                        let valid = (!wants_json || serde_json::from_str::<Value>(&output).is_ok())
                             && gbnf
                                 .as_ref()
                                 .is_none_or(|g| stampo_wasm::gbnf_accepts(g, &output) == Ok(true));
@@ -200,7 +193,7 @@ pub fn BatchPanel(
     view! {
         <section aria-labelledby="batch-title">
             <h2 id="batch-title">"Batch extraction"</h2>
-            <label for="batch-inputs">"Inputs, one per line (the schema above applies to each)"</label>
+            <label for="batch-inputs">"Inputs, one per line (the constraint above applies to each)"</label>
             <textarea id="batch-inputs" class="short" prop:value=text
                 on:input=move |ev| set_text.set(event_target_value(&ev))></textarea>
             <label for="batch-file">"…or a .txt, .csv or .jsonl file"</label>

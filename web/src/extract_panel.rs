@@ -6,6 +6,7 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 use serde_json::{Value, json};
 
+use crate::constraint::Constraint;
 use crate::runtime::{self, Stampo};
 use crate::settings::{Settings, as_curl};
 
@@ -21,7 +22,7 @@ struct Run {
     error: Option<String>,
 }
 
-fn body(system: &str, input: &str, schema: Option<Value>, settings: &Settings) -> Value {
+fn body(system: &str, input: &str, constraint: Option<&Constraint>, settings: &Settings) -> Value {
     let mut body = json!({
         "messages": [
             {"role": "system", "content": system},
@@ -31,11 +32,8 @@ fn body(system: &str, input: &str, schema: Option<Value>, settings: &Settings) -
     });
     if let Some(obj) = body.as_object_mut() {
         obj.extend(settings.body_fields());
-        if let Some(schema) = schema {
-            obj.insert(
-                "response_format".into(),
-                json!({"type": "json_schema", "json_schema": {"name": "extraction", "schema": schema}}),
-            );
+        if let Some(constraint) = constraint {
+            constraint.apply(obj);
         }
     }
     body
@@ -101,16 +99,27 @@ fn Output(
     id: &'static str,
     run: RwSignal<Run>,
     gbnf: Signal<Option<String>>,
+    wants_json: Signal<bool>,
 ) -> impl IntoView {
     let badge = move || {
         let r = run.get();
         if r.running || r.text.is_empty() {
             return None;
         }
-        let parses = serde_json::from_str::<Value>(&r.text).is_ok();
         let matches = gbnf
             .get()
             .and_then(|g| stampo_wasm::gbnf_accepts(&g, &r.text).ok());
+        if !wants_json.get() {
+            return Some(match matches {
+                Some(true) => {
+                    view! { <span class="ok badge">"valid: in the grammar's language"</span> }
+                        .into_any()
+                }
+                _ => view! { <span class="error badge">"outside the grammar's language"</span> }
+                    .into_any(),
+            });
+        }
+        let parses = serde_json::from_str::<Value>(&r.text).is_ok();
         Some(match (parses, matches) {
             (true, Some(true)) => {
                 view! { <span class="ok badge">"valid: JSON, and in the schema's grammar"</span> }
@@ -144,7 +153,7 @@ fn Output(
 #[component]
 pub fn ExtractPanel(
     engine: RwSignal<Option<Stampo>, LocalStorage>,
-    schema: RwSignal<String>,
+    constraint: Constraint,
     settings: RwSignal<Settings>,
 ) -> impl IntoView {
     let (system, set_system) = signal(SYSTEM.to_string());
@@ -152,13 +161,8 @@ pub fn ExtractPanel(
     let (compare, set_compare) = signal(true);
     let constrained = RwSignal::new(Run::default());
     let free = RwSignal::new(Run::default());
-    let schema_value = move || serde_json::from_str::<Value>(&schema.get()).ok();
-    let gbnf = Signal::derive(move || {
-        stampo_wasm::compile_schema_json(&schema.get(), false)
-            .ok()
-            .and_then(|j| serde_json::from_str::<Value>(&j).ok())
-            .and_then(|v| v["gbnf"].as_str().map(str::to_string))
-    });
+    let gbnf = Signal::derive(move || constraint.gbnf());
+    let wants_json = Signal::derive(move || constraint.wants_json());
     let busy = move || constrained.get().running || free.get().running;
     let start = move |_| {
         let Some(engine) = engine.get_untracked() else {
@@ -167,7 +171,7 @@ pub fn ExtractPanel(
         let s = settings.get_untracked();
         let custom = s.custom().ok().flatten();
         let (sys, inp) = (system.get_untracked(), input.get_untracked());
-        let with_schema = body(&sys, &inp, schema_value(), &s);
+        let with_schema = body(&sys, &inp, Some(&constraint), &s);
         let without = body(&sys, &inp, None, &s);
         let also_free = compare.get_untracked();
         spawn_local(async move {
@@ -179,7 +183,9 @@ pub fn ExtractPanel(
     };
     let curl = move || {
         let s = settings.get();
-        let mut b = body(&system.get(), &input.get(), schema_value(), &s);
+        constraint.text.track();
+        constraint.mode.track();
+        let mut b = body(&system.get(), &input.get(), Some(&constraint), &s);
         b["stream"] = json!(false);
         if let (Ok(Some(Value::Object(custom))), Some(obj)) = (s.custom(), b.as_object_mut()) {
             obj.extend(custom);
@@ -198,7 +204,7 @@ pub fn ExtractPanel(
             <label>
                 <input type="checkbox" prop:checked=compare
                     on:change=move |ev| set_compare.set(event_target_checked(&ev))/>
-                " also run the same request without the schema"
+                " also run the same request without the constraint"
             </label>
             <button id="extract" on:click=start
                 disabled=move || busy() || engine.get().is_none()>
@@ -206,9 +212,9 @@ pub fn ExtractPanel(
             </button>
             {move || engine.get().is_none().then(|| view! { <span>" Load a model first."</span> })}
             <div class="columns">
-                <Output title="With the schema" id="output-constrained" run=constrained gbnf=gbnf/>
+                <Output title="With the constraint" id="output-constrained" run=constrained gbnf=gbnf wants_json=wants_json/>
                 {move || compare.get().then(|| view! {
-                    <Output title="Without the schema" id="output-free" run=free gbnf=gbnf/>
+                    <Output title="Without it" id="output-free" run=free gbnf=gbnf wants_json=wants_json/>
                 })}
             </div>
             <details>

@@ -3,6 +3,7 @@
 //! the same request without it, and batch extraction of many inputs.
 
 mod batch_panel;
+mod constraint;
 mod extract_panel;
 mod model_panel;
 mod runtime;
@@ -12,9 +13,10 @@ mod settings;
 use leptos::prelude::*;
 
 use crate::batch_panel::BatchPanel;
+use crate::constraint::{Constraint, PERSON};
 use crate::extract_panel::ExtractPanel;
 use crate::model_panel::ModelPanel;
-use crate::schema_panel::{PERSON, SchemaPanel};
+use crate::schema_panel::SchemaPanel;
 use crate::settings::{Settings, SettingsPanel};
 
 fn main() {
@@ -24,7 +26,7 @@ fn main() {
 #[component]
 fn App() -> impl IntoView {
     let engine = RwSignal::new_local(None);
-    let schema = RwSignal::new(PERSON.to_string());
+    let constraint = Constraint::new(PERSON);
     let settings = RwSignal::new(Settings::restore());
     view! {
         <header>
@@ -35,9 +37,9 @@ fn App() -> impl IntoView {
             </p>
         </header>
         <ModelPanel engine=engine/>
-        <SchemaPanel schema=schema/>
-        <ExtractPanel engine=engine schema=schema settings=settings/>
-        <BatchPanel engine=engine schema=schema settings=settings/>
+        <SchemaPanel constraint=constraint/>
+        <ExtractPanel engine=engine constraint=constraint settings=settings/>
+        <BatchPanel engine=engine constraint=constraint settings=settings/>
         <SettingsPanel settings=settings/>
     }
 }
