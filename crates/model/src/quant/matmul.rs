@@ -1,8 +1,9 @@
 //! The quantised matmul on the CPU: `y[t, n] = Σ_k x[t, k] · W[n, k]` with `W` in GGUF blocks.
 //!
-//! Activations are encoded once (see [`super::act`]); the weight rows are split into one
-//! contiguous range per thread; each row is decoded once into a small scratch buffer and dotted
-//! with every activation row, so a batched prefill decodes each weight row once.
+//! Activations are encoded once (see [`super::act`]); the weight rows are cut into pieces the
+//! threads take in turn ([`Pool::map`]); each row is read once (decoded into a scratch buffer
+//! where no fused kernel exists) and dotted with every activation row, so a batched prefill
+//! reads each weight row once.
 
 use std::sync::Arc;
 
@@ -45,16 +46,20 @@ impl QuantMatrix {
 /// `x` (`tokens × cols`, row-major) times the transpose of `w`: `tokens × rows`, row-major.
 pub fn quant_matmul(w: &QuantMatrix, x: &[f32], tokens: usize, pool: &Pool) -> Vec<f32> {
     let acts = Arc::new(QuantizedActs::encode(w.format.activation(), x, w.cols));
-    let threads = pool.threads().min(w.rows.max(1));
-    let per = w.rows.div_ceil(threads);
-    let tasks: Vec<Box<dyn FnOnce() -> Vec<f32> + Send>> = (0..threads)
-        .map(|i| {
-            let (w, acts) = (w.clone(), Arc::clone(&acts));
-            let range = (i * per).min(w.rows)..((i + 1) * per).min(w.rows);
-            Box::new(move || rows_times_acts(&w, &acts, tokens, range)) as _
-        })
-        .collect();
-    let parts = pool.run(tasks);
+    // Pieces of about 32K weights: small enough that a worker waking late still finds some,
+    // large enough that taking one costs nothing beside computing it.
+    let per = (32_768 / w.cols.max(1)).clamp(8, w.rows.max(8));
+    let pieces = w.rows.div_ceil(per);
+    let parts = {
+        let (w, acts) = (w.clone(), Arc::clone(&acts));
+        pool.map(
+            pieces,
+            Arc::new(move |i| {
+                let range = (i * per).min(w.rows)..((i + 1) * per).min(w.rows);
+                rows_times_acts(&w, &acts, tokens, range)
+            }),
+        )
+    };
     let mut out = vec![0.0f32; tokens * w.rows];
     let mut start = 0;
     for part in parts {

@@ -1,11 +1,14 @@
 //! A small pool of worker threads that park (block on a channel) between jobs.
 //!
 //! Spinning pools collapse on a machine whose few cores are shared, so a worker here sleeps in
-//! the kernel until a job arrives. The caller runs one share of the work itself and waits for
-//! the rest, so a pool of `n` threads keeps `n` cores busy with `n - 1` workers.
+//! the kernel until a job arrives. Waking one takes tens of microseconds — as long as a small
+//! matmul — so [`Pool::map`] never waits for a worker to start: the work is cut into pieces
+//! that the caller and the workers take one at a time, and a worker that wakes late finds
+//! less (or nothing) left to do.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
-use std::sync::{Mutex, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
@@ -41,39 +44,53 @@ impl Pool {
     pub fn threads(&self) -> usize {
         self.workers.len() + 1
     }
+}
 
-    /// Runs `tasks`, the first on the calling thread, and returns their results in order.
-    pub fn run<R: Send + 'static>(&self, tasks: Vec<Box<dyn FnOnce() -> R + Send>>) -> Vec<R> {
-        let mut tasks = tasks.into_iter();
-        let Some(first) = tasks.next() else {
-            return Vec::new();
-        };
+impl Pool {
+    /// `f(0)`, …, `f(n - 1)`, in order, computed by the caller and the workers together:
+    /// each takes the next index until none is left.
+    pub fn map<R: Send + 'static>(
+        &self,
+        n: usize,
+        f: Arc<dyn Fn(usize) -> R + Send + Sync>,
+    ) -> Vec<R> {
+        let next = Arc::new(AtomicUsize::new(0));
         let (tx, rx) = channel::<(usize, R)>();
-        let mut pending = 0;
-        for (i, task) in tasks.enumerate() {
-            let tx = tx.clone();
+        let helpers = self.workers.len().min(n.saturating_sub(1));
+        for worker in &self.workers[..helpers] {
+            let (next, f, tx) = (Arc::clone(&next), Arc::clone(&f), tx.clone());
             let job: Job = Box::new(move || {
-                // The receiver outlives every job: `run` waits for all of them below.
-                let _ = tx.send((i + 1, task()));
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= n || tx.send((i, f(i))).is_err() {
+                        break;
+                    }
+                }
             });
-            pending += 1;
-            // A job no worker can take (no workers, or a worker gone) runs here instead.
-            let refused = match self.workers.get(i % self.workers.len().max(1)) {
-                Some(worker) => match worker.lock() {
-                    Ok(sender) => sender.send(job).err().map(|e| e.0),
-                    Err(_) => Some(job),
-                },
-                None => Some(job),
-            };
-            if let Some(job) = refused {
-                job();
+            // A worker gone (its thread ended) leaves its share to the others.
+            if let Ok(sender) = worker.lock() {
+                let _ = sender.send(job);
             }
         }
-        let mut results: Vec<Option<R>> = (0..=pending).map(|_| None).collect();
-        results[0] = Some(first());
-        for _ in 0..pending {
-            if let Ok((i, r)) = rx.recv() {
-                results[i] = Some(r);
+        drop(tx);
+        let mut results: Vec<Option<R>> = (0..n).map(|_| None).collect();
+        let mut done = 0;
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed);
+            if i >= n {
+                break;
+            }
+            results[i] = Some(f(i));
+            done += 1;
+        }
+        // Pieces a worker took: wait for them (the channel closes when every worker is done).
+        while done < n {
+            match rx.recv() {
+                Ok((i, r)) => {
+                    results[i] = Some(r);
+                    done += 1;
+                }
+                Err(_) => break,
             }
         }
         results.into_iter().flatten().collect()
@@ -91,4 +108,18 @@ fn default_threads() -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn map_returns_every_result_in_order() {
+        let pool = Pool::new(3);
+        for n in [0usize, 1, 2, 7, 100] {
+            let out = pool.map(n, Arc::new(|i| i * i));
+            assert_eq!(out, (0..n).map(|i| i * i).collect::<Vec<_>>());
+        }
+    }
 }
