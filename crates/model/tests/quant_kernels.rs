@@ -11,7 +11,8 @@ use stampo_gguf::{GgmlType, dequantize_to_vec};
 use stampo_model::quant::QuantFormat;
 use stampo_model::quant::act::QuantizedActs;
 use stampo_model::quant::dot::{
-    IntRows, dot_f32, dot_f32_portable, dot_int, dot_int_portable, dot_raw,
+    IntRows, dot_f32, dot_f32_portable, dot_int, dot_int_portable, dot_q4_1_portable,
+    dot_q8_0_portable, dot_raw,
 };
 use stampo_model::quant::matmul::{QuantMatrix, quant_matmul};
 use stampo_model::quant::pool::Pool;
@@ -174,9 +175,17 @@ fn fused_kernels_equal_the_portable_kernel() {
                 (fast - slow).abs() <= tol,
                 "{format} cols {cols}: fused {fast} portable {slow}"
             );
+            let portable = match format {
+                QuantFormat::Q8_0 => dot_q8_0_portable(&bytes, acts.row_q(0), acts.row_d(0)),
+                _ => dot_q4_1_portable(&bytes, acts.row_q(0), acts.row_d(0), acts.row_sum(0)),
+            };
+            assert!(
+                (portable - slow).abs() <= tol,
+                "{format} cols {cols}: fused portable {portable} unpacked {slow}"
+            );
         }
     }
-    println!("{fused} fused kernel cases checked (0 on a CPU without AVX2)");
+    assert_eq!(fused, 4, "Q8_0 and Q4_1 at two widths have fused kernels");
 }
 
 #[test]

@@ -6,7 +6,7 @@
 //! (with `simd128` when the wasm build enables it).
 
 use super::act::QuantizedActs;
-use super::format::QuantFormat;
+use super::format::{QuantFormat, f16_table};
 use super::unpack::GROUP;
 
 /// A decoded weight row and an encoded activation row, both of `cols` values.
@@ -88,9 +88,9 @@ pub fn dot_f32_portable(w: &[f32], x: &[f32]) -> f32 {
 }
 
 /// `row · x` for activation row `t`, straight from the GGUF bytes, for the formats that have
-/// a fused kernel on this CPU (Q8_0 and Q4_1 with AVX2): no decoded copy of the row, which in
-/// a decode step costs more than the dot itself. `None` where the caller must decode the row
-/// first.
+/// a fused kernel (Q8_0 and Q4_1: AVX2 on x86-64, portable loops elsewhere, wasm included):
+/// no decoded copy of the row, which in a decode step costs more than the dot itself. `None`
+/// where the caller must decode the row first.
 #[inline]
 pub fn dot_raw(format: QuantFormat, row: &[u8], acts: &QuantizedActs, t: usize) -> Option<f32> {
     #[cfg(target_arch = "x86_64")]
@@ -107,8 +107,61 @@ pub fn dot_raw(format: QuantFormat, row: &[u8], acts: &QuantizedActs, t: usize) 
             _ => None,
         };
     }
-    let _ = (format, row, acts, t);
-    None
+    match format {
+        QuantFormat::Q8_0 => Some(dot_q8_0_portable(row, acts.row_q(t), acts.row_d(t))),
+        QuantFormat::Q4_1 => Some(dot_q4_1_portable(
+            row,
+            acts.row_q(t),
+            acts.row_d(t),
+            acts.row_sum(t),
+        )),
+        _ => None,
+    }
+}
+
+/// Q8_0 blocks against 8-bit activations, in loops LLVM vectorises (`simd128` in wasm).
+pub fn dot_q8_0_portable(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+    let f16 = f16_table();
+    let mut total = 0.0f32;
+    for ((block, x), d) in row
+        .chunks_exact(34)
+        .zip(xq.chunks_exact(32))
+        .zip(xd.chunks_exact(2))
+    {
+        let isum: i32 = block[2..]
+            .iter()
+            .zip(x)
+            .map(|(&w, &x)| i32::from(w as i8) * i32::from(x))
+            .sum();
+        let scale = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))];
+        total += scale * d[0] * isum as f32;
+    }
+    total
+}
+
+/// Q4_1 blocks against 8-bit activations with their scaled sums, in loops LLVM vectorises.
+pub fn dot_q4_1_portable(row: &[u8], xq: &[i8], xd: &[f32], xsum: &[f32]) -> f32 {
+    let f16 = f16_table();
+    let mut total = 0.0f32;
+    for (((block, x), d), s) in row
+        .chunks_exact(20)
+        .zip(xq.chunks_exact(32))
+        .zip(xd.chunks_exact(2))
+        .zip(xsum.chunks_exact(2))
+    {
+        let (lo, hi) = x.split_at(16);
+        let isum: i32 = block[4..]
+            .iter()
+            .zip(lo.iter().zip(hi))
+            .map(|(&b, (&l, &h))| {
+                i32::from(b & 0x0F) * i32::from(l) + i32::from(b >> 4) * i32::from(h)
+            })
+            .sum();
+        let scale = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))];
+        let min = f16[usize::from(u16::from_le_bytes([block[2], block[3]]))];
+        total += scale * d[0] * isum as f32 + min * (s[0] + s[1]);
+    }
+    total
 }
 
 #[cfg(target_arch = "x86_64")]
