@@ -41,6 +41,12 @@ after(async () => {
 });
 
 test("the page loads the default model, extracts under the schema and without it", { timeout: 300_000 }, async () => {
+  // Readable on a phone: nothing wider than a 375 px screen; the first control reachable by Tab.
+  await page.setViewportSize({ width: 375, height: 800 });
+  assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 375), "no horizontal scroll at 375 px");
+  await page.setViewportSize({ width: 1100, height: 1400 });
+  await page.keyboard.press("Tab");
+  assert.equal(await page.evaluate(() => document.activeElement?.id), "model-url");
   await page.locator("#load-model").click();
   await page.locator("#model-ready").waitFor({ timeout: 120_000 });
   const ready = await page.locator("#model-ready").textContent();

@@ -296,6 +296,16 @@ pub struct Mlp {
     pub activation: Activation,
 }
 
+/// GELU (tanh approximation) as ggml's CPU backend computes it: from a table indexed by the
+/// input rounded to `f16`, holding `f16` results; 0 at or below -10 and the input itself at
+/// or above 10.
+fn gelu_like_ggml(x: Tensor<2>) -> Tensor<2> {
+    let half = |t: Tensor<2>| t.cast(FloatDType::F16).cast(FloatDType::F32);
+    let y = half(gelu_approximate(half(x.clone())));
+    let y = y.mask_where(x.clone().greater_equal_elem(10.0), x.clone());
+    y.mask_fill(x.lower_equal_elem(-10.0), 0.0)
+}
+
 impl Mlp {
     /// # Shapes
     /// - `x`: `[tokens, d_model]`, output the same.
@@ -305,7 +315,7 @@ impl Mlp {
             // ggml's `x / (1 + e^-x)`: burn's `silu` goes through `log1p` and rounds more
             // often, which flips 8-bit activation quants against llama.cpp's.
             Activation::Silu => gate.clone() / (gate.neg().exp() + 1.0),
-            Activation::GeluTanh => gelu_approximate(gate),
+            Activation::GeluTanh => gelu_like_ggml(gate),
         };
         self.down.forward(gate * self.up.forward(x))
     }

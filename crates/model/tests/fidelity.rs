@@ -141,11 +141,11 @@ fn check_fidelity(file: &str, device: DeviceKind) {
 macro_rules! fidelity_tests {
     ($($name:ident: $file:expr, $device:expr;)*) => {$(
         #[test]
-        // The fixtures are llama.cpp's real answers. SmolLM2 (2026-11-29): bit-identical
-        // logits through the first 5 layers of a 5-token prompt; deeper, last-bit differences
-        // in RoPE and attention sums flip an 8-bit activation quant now and then, and the
-        // logits drift by up to 0.63. Of 20 prompts, 7 match for all 32 tokens, 10 part
-        // at a near-tie (llama.cpp's margin < 0.1) and 3 at margins of 0.11-0.21.
+        // The fixtures are llama.cpp's real answers. Every layer's output is bit-identical to
+        // llama.cpp's for the first layers; deeper, last-bit differences in RoPE and attention
+        // sums (ggml's SIMD summation order) flip an 8-bit activation quant now and then.
+        // 2026-11-29, of 20 prompts: identical for 32 tokens / parting at a near-tie (< 0.1)
+        // / parting at a larger margin: SmolLM2 8/6/6, Qwen2.5 17/2/1, Gemma 3 7/8/5.
         // Run with `cargo test -p stampo-model --test fidelity -- --ignored --nocapture`.
         #[ignore = "stampo-model does not match llama.cpp's greedy tokens on every prompt yet (issue 5)"]
         fn $name() {

@@ -108,11 +108,13 @@ impl QuantizedActs {
     }
 }
 
-/// ggml's `quantize_row_q8_0`: scale `amax / 127` stored as `f16`; returns the stored scale.
+/// ggml's `quantize_row_q8_0` as its x86 kernels compute it: scale `amax / 127` stored as
+/// `f16`, quants `round(x · 127 / amax)` (not `x / scale`: the two round differently now and
+/// then, and one flipped quant moves a logit by a tenth). Returns the stored scale.
 fn q8_0_block(x: &[f32], q: &mut [i8]) -> f32 {
     let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
     let d = amax / 127.0;
-    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
     for (dst, &v) in q.iter_mut().zip(x) {
         *dst = (v * id).round_ties_even() as i8;
     }
