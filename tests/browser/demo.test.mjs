@@ -45,6 +45,8 @@ test("the page loads the default model, extracts under the schema and without it
   await page.setViewportSize({ width: 375, height: 800 });
   assert.ok(await page.evaluate(() => document.documentElement.scrollWidth <= 375), "no horizontal scroll at 375 px");
   await page.setViewportSize({ width: 1100, height: 1400 });
+  // Sequential focus starts from where the user clicked: the heading, then Tab.
+  await page.locator("h1").click();
   await page.keyboard.press("Tab");
   assert.equal(await page.evaluate(() => document.activeElement?.id), "model-url");
   await page.locator("#load-model").click();
