@@ -85,4 +85,6 @@ export class Stampo {
   unload(): Promise<void>;
 }
 
+export declare const cache: typeof Stampo.cache;
+
 export default Stampo;

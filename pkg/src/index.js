@@ -275,4 +275,7 @@ Stampo.cache = {
   },
 };
 
+/** The model cache as a named export (for callers that cannot reach static members). */
+export const cache = Stampo.cache;
+
 export default Stampo;

@@ -53,6 +53,7 @@ test("the page loads the default model, extracts under the schema and without it
   await page.locator("#model-ready").waitFor({ timeout: 120_000 });
   const ready = await page.locator("#model-ready").textContent();
   assert.match(ready, /ready on the cpu/);
+  await page.locator("#cached-models").getByText("SmolLM2-135M-Instruct.Q4_1.gguf").waitFor();
 
   await page.locator("#extract").click();
   // Both runs finish: the constrained one, then the same request without the schema.
@@ -156,4 +157,7 @@ test("installable, and with the server gone a reload still runs an extraction", 
   const person = JSON.parse(await page.locator("#output-constrained").textContent());
   assert.deepEqual(Object.keys(person).sort(), ["citta", "eta", "nome"]);
   console.log(`# offline extraction: ${JSON.stringify(person)}`);
+  // The cached model can be deleted from the page.
+  await page.locator(".delete-cached").first().click();
+  await page.locator("#cached-models").getByText("None yet").waitFor();
 });

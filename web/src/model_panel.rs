@@ -31,6 +31,15 @@ fn mib(bytes: f64) -> String {
 #[component]
 pub fn ModelPanel(engine: RwSignal<Option<Stampo>, LocalStorage>) -> impl IntoView {
     let phase = RwSignal::new(Phase::Idle);
+    let cached = RwSignal::new(Vec::<runtime::CachedModel>::new());
+    let refresh = move || {
+        spawn_local(async move {
+            if let Ok(list) = runtime::cached_models().await {
+                cached.set(list);
+            }
+        });
+    };
+    refresh();
     let (url, set_url) = signal(DEFAULT_MODEL.to_string());
     let load = move |model: JsValue| {
         phase.set(Phase::Loading {
@@ -54,6 +63,7 @@ pub fn ModelPanel(engine: RwSignal<Option<Stampo>, LocalStorage>) -> impl IntoVi
                 Ok((stampo, info)) => {
                     engine.set(Some(stampo));
                     phase.set(Phase::Ready(info));
+                    refresh();
                 }
                 Err(message) => phase.set(Phase::Failed(message)),
             }
@@ -119,6 +129,33 @@ pub fn ModelPanel(engine: RwSignal<Option<Stampo>, LocalStorage>) -> impl IntoVi
                     <p class="error" role="alert">"Could not load the model: " {message}</p>
                 }.into_any(),
             }}
+            <h3>"Models kept in this browser"</h3>
+            <ul id="cached-models">
+                {move || {
+                    let list = cached.get();
+                    if list.is_empty() {
+                        return view! { <li>"None yet: a model loaded from a URL is kept for the next visit."</li> }.into_any();
+                    }
+                    list.into_iter().map(|m| {
+                        let url = m.url.clone();
+                        let delete = move |_| {
+                            let url = url.clone();
+                            spawn_local(async move {
+                                let _ = runtime::delete_cached(&url).await;
+                                refresh();
+                            });
+                        };
+                        view! {
+                            <li>
+                                {m.url.rsplit('/').next().unwrap_or_default().to_string()}
+                                {format!(" — {} ", mib(m.bytes))}
+                                <button class="delete-cached" on:click=delete
+                                    aria-label=format!("Delete {} from this browser", m.url)>"Delete"</button>
+                            </li>
+                        }
+                    }).collect_view().into_any()
+                }}
+            </ul>
         </section>
     }
 }

@@ -25,6 +25,49 @@ extern "C" {
     pub fn unload(this: &Stampo) -> Promise;
 }
 
+#[wasm_bindgen(raw_module = "./stampo/index.js")]
+extern "C" {
+    #[wasm_bindgen(js_namespace = cache, js_name = list)]
+    fn cache_list_js() -> Promise;
+
+    #[wasm_bindgen(js_namespace = cache, js_name = delete)]
+    fn cache_delete_js(url: &str) -> Promise;
+}
+
+/// A model the runtime keeps in Cache Storage.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CachedModel {
+    pub url: String,
+    pub bytes: f64,
+}
+
+/// The cached models, by URL.
+pub async fn cached_models() -> Result<Vec<CachedModel>, String> {
+    let list = JsFuture::from(cache_list_js())
+        .await
+        .map_err(|e| js_message(&e))?;
+    Ok(to_json(&list)
+        .as_array()
+        .map(|items| {
+            items
+                .iter()
+                .map(|m| CachedModel {
+                    url: m["url"].as_str().unwrap_or_default().to_string(),
+                    bytes: m["bytes"].as_f64().unwrap_or(0.0),
+                })
+                .collect()
+        })
+        .unwrap_or_default())
+}
+
+/// Removes the cached copy of `url`.
+pub async fn delete_cached(url: &str) -> Result<(), String> {
+    JsFuture::from(cache_delete_js(url))
+        .await
+        .map(|_| ())
+        .map_err(|e| js_message(&e))
+}
+
 /// A JS error's message (and code, when the runtime gave one).
 pub fn js_message(value: &JsValue) -> String {
     let message = Reflect::get(value, &"message".into())
