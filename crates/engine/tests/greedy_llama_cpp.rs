@@ -5,8 +5,9 @@
 //! grammar (compiled from the same schema or GBNF), mask and greedy sampler must choose
 //! exactly the tokens llama.cpp chose.
 
+mod common;
+
 use std::ops::ControlFlow;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -15,25 +16,6 @@ use stampo_engine::generate::{BoxError, Control, GenerateOptions, LogitsSource, 
 use stampo_engine::text::TokenizerText;
 use stampo_engine::timing::StdClock;
 use stampo_engine::{Constraint, Sampler, SamplingParams};
-
-fn model_path() -> Option<PathBuf> {
-    let dir = std::env::var("STAMPO_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/stampo/models")
-        });
-    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() != Ok("1"),
-        "{} not found",
-        path.display()
-    );
-    println!("SKIPPED: SmolLM2 not found at {}", path.display());
-    None
-}
 
 /// llama.cpp's recorded logits, one step per forward call (absent tokens at -1e30).
 struct Replay<'a> {
@@ -70,7 +52,9 @@ fn ids(v: &Value) -> Vec<u32> {
 
 #[test]
 fn greedy_choices_match_llama_cpp_on_ten_requests() {
-    let Some(path) = model_path() else { return };
+    let Some(path) = common::smollm2_path() else {
+        return;
+    };
     let bytes = std::fs::read(path).expect("read");
     let gguf = stampo_gguf::Gguf::parse(&bytes).expect("gguf");
     let text =

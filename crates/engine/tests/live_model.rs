@@ -6,8 +6,9 @@
 // Test helpers fail the test by panicking, as assertions do.
 #![allow(clippy::panic)]
 
+mod common;
+
 use std::ops::ControlFlow;
-use std::path::PathBuf;
 
 use serde_json::{Value, json};
 use stampo_engine::response::ResponseMeta;
@@ -16,21 +17,8 @@ use stampo_engine::{Completed, LoadedModel, Request, Streaming};
 use stampo_model::DeviceKind;
 
 fn load() -> Option<LoadedModel> {
-    let dir = std::env::var("STAMPO_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/stampo/models")
-        });
-    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    let Ok(bytes) = std::fs::read(&path) else {
-        assert!(
-            std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() != Ok("1"),
-            "{} not found",
-            path.display()
-        );
-        println!("SKIPPED: SmolLM2 not found at {}", path.display());
-        return None;
-    };
+    let path = common::smollm2_path()?;
+    let bytes = std::fs::read(&path).expect("the model file reads");
     let device = DeviceKind::Cpu.device().expect("cpu device");
     Some(LoadedModel::load(&bytes, &device, 1024).expect("SmolLM2 loads"))
 }

@@ -2,8 +2,9 @@
 //! `$STAMPO_MODELS`), with a scripted logits source standing in for the model: it pushes the
 //! tokens of an answer the schema forbids, and the output must still be valid.
 
+mod common;
+
 use std::ops::ControlFlow;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use serde_json::{Value, json};
@@ -18,25 +19,6 @@ const SHOW_SPECIAL: DecodeOptions = DecodeOptions {
     remove_special: false,
     unparse_special: true,
 };
-
-fn model_path() -> Option<PathBuf> {
-    let dir = std::env::var("STAMPO_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/stampo/models")
-        });
-    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
-    if path.exists() {
-        return Some(path);
-    }
-    assert!(
-        std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() != Ok("1"),
-        "{} not found",
-        path.display()
-    );
-    println!("SKIPPED: SmolLM2 not found at {}", path.display());
-    None
-}
 
 /// Favours `want[step]` (logit 10) at each step; every other token 0.
 struct Pushy {
@@ -99,7 +81,7 @@ fn run(text: &TokenizerText, body: Value, push: &str) -> (Value, String) {
 }
 
 fn load() -> Option<TokenizerText> {
-    let path = model_path()?;
+    let path = common::smollm2_path()?;
     let bytes = std::fs::read(path).expect("read");
     let gguf = stampo_gguf::Gguf::parse(&bytes).expect("gguf");
     let tokenizer = Tokenizer::from_gguf(&gguf).expect("tokenizer");

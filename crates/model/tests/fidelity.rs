@@ -160,26 +160,30 @@ fidelity_tests! {
     gemma3_cpu: "gemma-3-270m-q4_k_m.gguf", DeviceKind::Cpu;
 }
 
-/// Independent of the fixtures: SmolLM2 completes "The capital of France is" with " Paris".
-/// The ids are the file's own vocabulary entries (`tokenizer.ggml.tokens`): 504 "The",
-/// 3575 "Ġcapital", 282 "Ġof", 4649 "ĠFrance", 314 "Ġis"; 7042 is "ĠParis".
-#[test]
-fn smollm2_knows_the_capital_of_france() {
-    let Some(bytes) = model_bytes("SmolLM2-135M-Instruct.Q4_1.gguf") else {
-        return;
-    };
+/// The token greedy decoding picks after `ids` on the CPU, or `None` when the model is absent.
+fn next_token(file: &str, ids: &[u32]) -> Option<u32> {
+    let bytes = model_bytes(file)?;
     let gguf = Gguf::parse(&bytes).expect("model parses");
     let device = DeviceKind::Cpu.device().expect("cpu device");
     let model =
         Transformer::load(&gguf, &device, LoadOptions { context: 64 }).expect("model loads");
     let mut cache = model.new_cache();
-    let logits = to_vec(
-        model
-            .forward(&[504, 3575, 282, 4649, 314], &mut cache, false)
-            .expect("prefill"),
-    )
-    .expect("readback");
-    assert_eq!(argmax(&logits), 7042);
+    let logits = to_vec(model.forward(ids, &mut cache, false).expect("prefill")).expect("readback");
+    Some(argmax(&logits))
+}
+
+/// Independent of the fixtures: SmolLM2 completes "The capital of France is" with " Paris".
+/// The ids are the file's own vocabulary entries (`tokenizer.ggml.tokens`): 504 "The",
+/// 3575 "Ġcapital", 282 "Ġof", 4649 "ĠFrance", 314 "Ġis"; 7042 is "ĠParis".
+#[test]
+fn smollm2_knows_the_capital_of_france() {
+    let Some(next) = next_token(
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        &[504, 3575, 282, 4649, 314],
+    ) else {
+        return;
+    };
+    assert_eq!(next, 7042);
 }
 
 /// Independent of the fixtures: Qwen2.5-Coder (qwen2: Q/K/V biases, NeoX RoPE, Q5_0/Q4_K/Q6_K/Q8_0
@@ -187,19 +191,11 @@ fn smollm2_knows_the_capital_of_france() {
 /// 785 "The", 6722 "Ġcapital", 315 "Ġof", 9625 "ĠFrance", 374 "Ġis"; 12095 is "ĠParis".
 #[test]
 fn qwen2_knows_the_capital_of_france() {
-    let Some(bytes) = model_bytes("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf") else {
+    let Some(next) = next_token(
+        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        &[785, 6722, 315, 9625, 374],
+    ) else {
         return;
     };
-    let gguf = Gguf::parse(&bytes).expect("model parses");
-    let device = DeviceKind::Cpu.device().expect("cpu device");
-    let model =
-        Transformer::load(&gguf, &device, LoadOptions { context: 64 }).expect("model loads");
-    let mut cache = model.new_cache();
-    let logits = to_vec(
-        model
-            .forward(&[785, 6722, 315, 9625, 374], &mut cache, false)
-            .expect("prefill"),
-    )
-    .expect("readback");
-    assert_eq!(argmax(&logits), 12095);
+    assert_eq!(next, 12095);
 }

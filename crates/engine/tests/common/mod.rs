@@ -1,0 +1,24 @@
+//! Helpers shared by the engine's tests that need the default model.
+
+use std::path::PathBuf;
+
+/// SmolLM2-135M-Instruct in `$STAMPO_MODELS` (default `~/.cache/stampo/models`), or `None`
+/// (after printing `SKIPPED`) when it is absent and `STAMPO_REQUIRE_FIXTURES` is not `1`.
+pub fn smollm2_path() -> Option<PathBuf> {
+    let dir = std::env::var("STAMPO_MODELS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| {
+            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/stampo/models")
+        });
+    let path = dir.join("SmolLM2-135M-Instruct.Q4_1.gguf");
+    if path.exists() {
+        return Some(path);
+    }
+    assert!(
+        std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() != Ok("1"),
+        "{} not found",
+        path.display()
+    );
+    println!("SKIPPED: SmolLM2 not found at {}", path.display());
+    None
+}
