@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Instant;
 
 use serde_json::json;
-use stampo_model::{DeviceKind, LoadOptions, Transformer, to_vec};
+use stampo_model::to_vec;
 use stampo_tokenizer::DecodeOptions;
 
 #[derive(clap::Args)]
@@ -38,16 +38,8 @@ pub struct Args {
 }
 
 pub fn run(args: &Args) -> Result<(), String> {
-    let device = DeviceKind::parse(&args.device)
-        .and_then(DeviceKind::device)
-        .map_err(|e| e.to_string())?;
-    let bytes = super::model_file::read_first(&args.model)?;
-    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", args.model.display());
-    let gguf = stampo_gguf::Gguf::parse(&bytes).map_err(|e| at(&e))?;
-    let tok = stampo_tokenizer::Tokenizer::from_gguf(&gguf).map_err(|e| at(&e))?;
     let t_load = Instant::now();
-    let model =
-        Transformer::load(&gguf, &device, LoadOptions { context: args.ctx }).map_err(|e| at(&e))?;
+    let (tok, model) = super::model_file::load_transformer(&args.model, &args.device, args.ctx)?;
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
     let mut cache = model.new_cache();
 

@@ -42,3 +42,28 @@ pub fn with_tokenizer<T>(
         .map_err(|e| format!("{}: {e}", path.display()))?;
     f(&g, &tok)
 }
+
+/// The device named `name` (`cpu` or `wgpu`).
+pub fn device(name: &str) -> Result<stampo_model::Device, String> {
+    stampo_model::DeviceKind::parse(name)
+        .and_then(stampo_model::DeviceKind::device)
+        .map_err(|e| e.to_string())
+}
+
+/// The tokenizer and the transformer of the model at `path`, loaded onto the device named
+/// `device` with a KV cache of `context` positions.
+pub fn load_transformer(
+    path: &Path,
+    device: &str,
+    context: usize,
+) -> Result<(stampo_tokenizer::Tokenizer, stampo_model::Transformer), String> {
+    let device = self::device(device)?;
+    let bytes = read_first(path)?;
+    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
+    let gguf = stampo_gguf::Gguf::parse(&bytes).map_err(|e| at(&e))?;
+    let tok = stampo_tokenizer::Tokenizer::from_gguf(&gguf).map_err(|e| at(&e))?;
+    let model =
+        stampo_model::Transformer::load(&gguf, &device, stampo_model::LoadOptions { context })
+            .map_err(|e| at(&e))?;
+    Ok((tok, model))
+}

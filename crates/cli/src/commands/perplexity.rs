@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use stampo_model::{DeviceKind, LoadOptions, Transformer, to_vec};
+use stampo_model::to_vec;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -30,17 +30,9 @@ pub fn run(args: &Args) -> Result<(), String> {
     if args.ctx < 4 {
         return Err("--ctx must be at least 4".into());
     }
-    let device = DeviceKind::parse(&args.device)
-        .and_then(DeviceKind::device)
-        .map_err(|e| e.to_string())?;
     let text =
         std::fs::read_to_string(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
-    let bytes = super::model_file::read_first(&args.model)?;
-    let at = |e: &dyn std::fmt::Display| format!("{}: {e}", args.model.display());
-    let gguf = stampo_gguf::Gguf::parse(&bytes).map_err(|e| at(&e))?;
-    let tok = stampo_tokenizer::Tokenizer::from_gguf(&gguf).map_err(|e| at(&e))?;
-    let model =
-        Transformer::load(&gguf, &device, LoadOptions { context: args.ctx }).map_err(|e| at(&e))?;
+    let (tok, model) = super::model_file::load_transformer(&args.model, &args.device, args.ctx)?;
     let ctx = args.ctx.min(model.new_cache().capacity());
     let ids = tok.encode(&text, false, false);
     let available = ids.len() / ctx;

@@ -14,7 +14,6 @@ use stampo_engine::request::custom_json;
 use stampo_engine::response::ResponseMeta;
 use stampo_engine::timing::StdClock;
 use stampo_engine::{Completed, LoadedModel, Request, Streaming};
-use stampo_model::DeviceKind;
 
 /// Flags every model-running command shares.
 #[derive(clap::Args)]
@@ -172,9 +171,7 @@ fn read(path: &Path) -> Result<String, String> {
 
 /// Reads and loads the model, with a line of progress on standard error.
 fn load(args: &ModelArgs) -> Result<LoadedModel, String> {
-    let device = DeviceKind::parse(&args.device)
-        .and_then(DeviceKind::device)
-        .map_err(|e| e.to_string())?;
+    let device = super::model_file::device(&args.device)?;
     let t0 = Instant::now();
     eprint!("loading {} ... ", args.model.display());
     let bytes = super::model_file::read_first(&args.model)?;
