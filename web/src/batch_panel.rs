@@ -8,6 +8,7 @@ use wasm_bindgen::{JsCast, JsValue};
 use wasm_bindgen_futures::JsFuture;
 
 use crate::constraint::Constraint;
+use crate::extract_panel::chat_body;
 use crate::runtime::{self, Stampo};
 use crate::settings::Settings;
 
@@ -116,16 +117,13 @@ pub fn BatchPanel(
                 if stop.get_untracked() {
                     break;
                 }
-                let mut body = json!({
-                    "messages": [
-                        {"role": "system", "content": "Extract the data in the text as JSON."},
-                        {"role": "user", "content": input}
-                    ],
-                });
-                if let Some(obj) = body.as_object_mut() {
-                    obj.extend(s.body_fields());
-                    constraint.apply(obj);
-                }
+                let body = chat_body(
+                    "Extract the data in the text as JSON.",
+                    &input,
+                    Some(&constraint),
+                    &s,
+                    false,
+                );
                 match runtime::request(&engine, &body, custom.as_ref(), None, |_| {}).await {
                     Ok(response) => {
                         let output = response["choices"][0]["message"]["content"]

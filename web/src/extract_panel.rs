@@ -22,13 +22,21 @@ struct Run {
     error: Option<String>,
 }
 
-fn body(system: &str, input: &str, constraint: Option<&Constraint>, settings: &Settings) -> Value {
+/// A chat request for one input: the system prompt, the input, the sampling settings and,
+/// when given, the constraint.
+pub(crate) fn chat_body(
+    system: &str,
+    input: &str,
+    constraint: Option<&Constraint>,
+    settings: &Settings,
+    stream: bool,
+) -> Value {
     let mut body = json!({
         "messages": [
             {"role": "system", "content": system},
             {"role": "user", "content": input}
         ],
-        "stream": true,
+        "stream": stream,
     });
     if let Some(obj) = body.as_object_mut() {
         obj.extend(settings.body_fields());
@@ -171,8 +179,8 @@ pub fn ExtractPanel(
         let s = settings.get_untracked();
         let custom = s.custom().ok().flatten();
         let (sys, inp) = (system.get_untracked(), input.get_untracked());
-        let with_schema = body(&sys, &inp, Some(&constraint), &s);
-        let without = body(&sys, &inp, None, &s);
+        let with_schema = chat_body(&sys, &inp, Some(&constraint), &s, true);
+        let without = chat_body(&sys, &inp, None, &s, true);
         let also_free = compare.get_untracked();
         spawn_local(async move {
             execute(engine.clone(), with_schema, custom.clone(), constrained).await;
@@ -185,8 +193,7 @@ pub fn ExtractPanel(
         let s = settings.get();
         constraint.text.track();
         constraint.mode.track();
-        let mut b = body(&system.get(), &input.get(), Some(&constraint), &s);
-        b["stream"] = json!(false);
+        let mut b = chat_body(&system.get(), &input.get(), Some(&constraint), &s, false);
         if let (Ok(Some(Value::Object(custom))), Some(obj)) = (s.custom(), b.as_object_mut()) {
             obj.extend(custom);
         }
