@@ -28,6 +28,8 @@ pub(crate) const HOLE: u32 = 1;
 /// Set id of the empty set: every stack died.
 pub(crate) const DEAD: u32 = 0;
 const UNKNOWN: u32 = u32::MAX;
+/// The character kind after the twelve ASCII byte classes: any non-ASCII scalar.
+const UTF8_KIND: usize = 12;
 
 #[derive(Clone, Copy)]
 struct Frame {
@@ -47,8 +49,11 @@ pub(crate) struct Engine {
     set_index: FxHashMap<Box<[u32]>, u32>,
     trans: Vec<Option<Box<[u32; 256]>>>,
     tables: usize,
-    /// Per set, what [`Engine::loops_on`] found so far.
-    loops: Vec<u32>,
+    /// Per set, [`Engine::char_successor`] per kind of character (`UNKNOWN` until asked;
+    /// `DEAD` for none).
+    successors: Vec<[u32; UTF8_KIND + 1]>,
+    /// Per set, the kinds known to lead back to it and the kinds known to have no successor.
+    kind_summary: Vec<(u16, u16)>,
     /// Fewest bytes to empty the stack from each frame (`u32::MAX` = not computed).
     close_cost: Vec<u32>,
     pub(crate) initial: u32,
@@ -96,7 +101,8 @@ impl Engine {
             set_index: FxHashMap::default(),
             trans: Vec::new(),
             tables: 0,
-            loops: Vec::new(),
+            successors: Vec::new(),
+            kind_summary: Vec::new(),
             close_cost: Vec::new(),
             initial: DEAD,
             stamp: Vec::new(),
@@ -159,30 +165,117 @@ impl Engine {
         self.finish()
     }
 
-    /// Whether every byte of every class in `classes` (bits of `vocab::byte_class`) leads
-    /// from `set` back to `set`. Classes are checked lazily and remembered per set.
-    pub(crate) fn loops_on(&mut self, set: u32, classes: u16) -> bool {
-        if self.loops.len() < self.sets.len() {
-            self.loops.resize(self.sets.len(), 0);
+    /// The one set that every character of the given kinds leads to from `set`, through
+    /// states that cannot pop into the unknown context; `None` when they part ways, die or
+    /// may pop. Kinds: the ASCII byte classes in `ascii` (see [`byte_class`]) and, with
+    /// `utf8`, every well-formed non-ASCII scalar. Following it `h` times shows that every
+    /// text of at most `h` such characters is accepted: the inside of a JSON string loops
+    /// back to itself, and a string with `maxLength` steps through a counter.
+    ///
+    /// [`byte_class`]: crate::vocab::byte_class
+    #[inline]
+    pub(crate) fn char_successor(&mut self, set: u32, ascii: u16, utf8: bool) -> Option<u32> {
+        let mut kinds = ascii & ((1 << UTF8_KIND) - 1);
+        if utf8 {
+            kinds |= 1 << UTF8_KIND;
         }
-        // Low 16 bits: classes known to loop; high 16 bits: classes known not to.
-        let known = self.loops[set as usize];
-        if classes & (known >> 16) as u16 != 0 {
-            return false;
+        // Most questions are answered by what is known of the set already.
+        let (loops, fails) = self
+            .kind_summary
+            .get(set as usize)
+            .copied()
+            .unwrap_or((0, 0));
+        if kinds & fails != 0 {
+            return None;
         }
-        let mut todo = classes & !(known as u16);
-        while todo != 0 {
-            let c = todo.trailing_zeros() as u8;
-            todo &= todo - 1;
-            let good = (0..=255u8)
-                .filter(|&b| crate::vocab::byte_class(b) == c)
-                .all(|b| self.step(set, b) == set);
-            self.loops[set as usize] |= if good { 1 << c } else { 1 << (16 + c) };
-            if !good {
-                return false;
+        if kinds != 0 && kinds & !loops == 0 {
+            return Some(set);
+        }
+        let mut target = None;
+        while kinds != 0 {
+            let kind = kinds.trailing_zeros() as usize;
+            kinds &= kinds - 1;
+            let next = self.kind_successor(set, kind)?;
+            if target.is_some_and(|t| t != next) {
+                return None;
+            }
+            target = Some(next);
+        }
+        target
+    }
+
+    fn kind_successor(&mut self, set: u32, kind: usize) -> Option<u32> {
+        if self.successors.len() < self.sets.len() {
+            self.successors
+                .resize(self.sets.len(), [UNKNOWN; UTF8_KIND + 1]);
+        }
+        let mut next = self.successors[set as usize][kind];
+        if next == UNKNOWN {
+            next = if kind == UTF8_KIND {
+                self.utf8_successor(set)
+            } else {
+                self.class_successor(set, kind as u8)
+            }
+            .unwrap_or(DEAD);
+            self.successors[set as usize][kind] = next;
+            if self.kind_summary.len() < self.sets.len() {
+                self.kind_summary.resize(self.sets.len(), (0, 0));
+            }
+            let summary = &mut self.kind_summary[set as usize];
+            if next == set {
+                summary.0 |= 1 << kind;
+            } else if next == DEAD {
+                summary.1 |= 1 << kind;
             }
         }
-        true
+        (next != DEAD).then_some(next)
+    }
+
+    fn class_successor(&mut self, set: u32, class: u8) -> Option<u32> {
+        let mut target = None;
+        for b in (0..=255u8).filter(|&b| crate::vocab::byte_class(b) == class) {
+            let t = self.step(set, b);
+            if t == DEAD || self.has_hole(t) || target.is_some_and(|x| x != t) {
+                return None;
+            }
+            target = Some(t);
+        }
+        target
+    }
+
+    /// Every well-formed encoding of a non-ASCII scalar, by the byte ranges of Unicode's
+    /// table: at most a few thousand steps, once per set.
+    fn utf8_successor(&mut self, set: u32) -> Option<u32> {
+        let mut target = None;
+        for shape in crate::vocab::UTF8_SHAPES {
+            let mut states = vec![set];
+            for &(lo, hi) in shape {
+                let mut next: Vec<u32> = Vec::new();
+                for &s in &states {
+                    for b in lo..=hi {
+                        let t = self.step(s, b);
+                        if t == DEAD || self.has_hole(t) {
+                            return None;
+                        }
+                        if !next.contains(&t) {
+                            next.push(t);
+                        }
+                    }
+                }
+                // States that fan out in mid-character are no plain text: give up rather
+                // than explore them.
+                if next.len() > 8 {
+                    return None;
+                }
+                states = next;
+            }
+            match (states.as_slice(), target) {
+                (&[t], None) => target = Some(t),
+                (&[t], Some(x)) if t == x => {}
+                _ => return None,
+            }
+        }
+        target
     }
 
     /// The automaton state of a frame.
@@ -315,10 +408,35 @@ impl Engine {
         } else {
             self.compute_step(set, byte)
         };
+        // Every byte that falls in exactly the same edges takes the same step: fill in the
+        // whole run around `byte` at once (a string's inside is a few runs, not 256 bytes).
+        let (lo, hi) = self.same_edges_run(set, byte);
         if let Some(t) = &mut self.trans[set as usize] {
-            t[byte as usize] = next;
+            t[lo as usize..=hi as usize].fill(next);
         }
         next
+    }
+
+    /// The widest run of bytes around `byte` that no edge of `set`'s frames starts or ends
+    /// inside of.
+    fn same_edges_run(&self, set: u32, byte: u8) -> (u8, u8) {
+        let (mut lo, mut hi) = (0u8, 255u8);
+        for &f in self.sets[set as usize].iter() {
+            if f <= HOLE {
+                continue;
+            }
+            for e in &self.g.states[self.frames[f as usize].state as usize].bytes {
+                if e.hi < byte {
+                    lo = lo.max(e.hi + 1);
+                } else if e.lo > byte {
+                    hi = hi.min(e.lo - 1);
+                } else {
+                    lo = lo.max(e.lo);
+                    hi = hi.min(e.hi);
+                }
+            }
+        }
+        (lo, hi)
     }
 
     fn compute_step(&mut self, set: u32, byte: u8) -> u32 {

@@ -25,7 +25,7 @@ use crate::error::GrammarError;
 use crate::ir::TokenRef;
 use crate::matcher::Matcher;
 use crate::stacks::{DEAD, Engine, HOLE};
-use crate::vocab::Vocabulary;
+use crate::vocab::{UTF8_BELOW, UTF8_FROM_NODE, Vocabulary, byte_class};
 
 /// What a matcher keeps about its vocabulary.
 pub(crate) struct TokenState {
@@ -224,6 +224,16 @@ fn has_token_edges(engine: &Engine, set: u32) -> bool {
 /// whitespace) then continues in the caller's known rule instead of a walk per boundary.
 const MAX_CONTEXT: usize = 4;
 const FEW_BOUNDARIES: usize = 8;
+const MANY_BOUNDARIES: usize = 256;
+
+/// Whether the chain `key` may pop right after a letter: then nearly every token is a
+/// boundary (a string's `char`). Whitespace and digits pop after few tokens, and their short
+/// chains' masks are shared by every context they occur in, so they keep them.
+fn pops_after_one_char(engine: &mut Engine, key: u32) -> bool {
+    let start = engine.closure_set(key);
+    let s = engine.step(start, b'a');
+    s != DEAD && engine.has_hole(s)
+}
 
 /// What the top frames allow whatever lies below them: tokens accepted without popping
 /// below the copied frames, and the trie nodes after which some path pops (whose subtrees
@@ -242,6 +252,18 @@ fn add_frame_tokens(engine: &mut Engine, ts: &mut TokenState, f: u32, out: &mut 
     let mut shorter: Option<(u32, u32)> = None;
     loop {
         let (key, anchor) = engine.local_chain(f, k);
+        // A rule that may end after one letter (a string's `char`) pops after nearly every
+        // prefix: on its own, its walk would make every node a boundary. Start from one
+        // more frame of context instead.
+        if anchor.is_some()
+            && k < MAX_CONTEXT
+            && !ts.frames.contains_key(&key)
+            && pops_after_one_char(engine, key)
+        {
+            shorter = None;
+            k += 1;
+            continue;
+        }
         if !ts.frames.contains_key(&key) {
             if ts.frames.len() >= limit {
                 ts.frames.clear();
@@ -280,7 +302,10 @@ fn add_frame_tokens(engine: &mut Engine, ts: &mut TokenState, f: u32, out: &mut 
         };
         let settle = anchor.is_none() || fm.boundary.len() <= FEW_BOUNDARIES || k == MAX_CONTEXT;
         if !settle {
-            shorter = anchor.map(|below| (key, below));
+            // Re-walking a few boundary subtrees one frame further beats a new full walk;
+            // thousands of them do not.
+            let few = fm.boundary.len() <= MANY_BOUNDARIES;
+            shorter = anchor.filter(|_| few).map(|below| (key, below));
             k += 1;
             continue;
         }
@@ -382,6 +407,24 @@ fn walk(
     while i < end {
         let node = nodes[i];
         let d = node.depth as usize;
+        // Worth checking only above a large subtree: a check may step every byte of a class.
+        let big = node.subtree_end as usize - i > 16;
+        // A lead byte puts the state in mid-character, where nothing loops: judge its
+        // subtree from the state before it.
+        if big && node.byte >= 0xC0 && {
+            let classes = 1 << byte_class(node.byte) | vocab.below_classes[i];
+            let utf8 = vocab.utf8[i] & UTF8_FROM_NODE != 0;
+            let height = usize::from(vocab.height[i]);
+            accepts_every_path(engine, path[d - 1], classes, utf8, height)
+        } {
+            let own = &vocab.token_ids[node.tokens_start as usize..node.tokens_end as usize];
+            for &id in own {
+                set_bit(out, id);
+            }
+            vocab.set_tokens_below(i, out);
+            i = node.subtree_end as usize;
+            continue;
+        }
         let s = engine.step(path[d - 1], node.byte);
         if s == DEAD {
             i = node.subtree_end as usize;
@@ -395,15 +438,46 @@ fn walk(
         if hole && let Some(b) = boundary.as_deref_mut() {
             b.push(i as u32);
         }
-        // Worth checking only above a large subtree: the check steps every byte of a class.
-        let below = vocab.below_classes[i];
-        if node.subtree_end as usize - i > 16 && !hole && engine.loops_on(s, below) {
+        if big && !hole && {
+            let utf8 = vocab.utf8[i] & UTF8_BELOW != 0;
+            let height = usize::from(vocab.height[i]) - 1;
+            accepts_every_path(engine, s, vocab.below_classes[i], utf8, height)
+        } {
             vocab.set_tokens_below(i, out);
             i = node.subtree_end as usize;
             continue;
         }
         i += 1;
     }
+}
+
+/// Whether every text of at most `height` characters of the byte classes `classes` (any
+/// non-ASCII scalar among them only with `utf8`, which says the texts are well-formed UTF-8,
+/// possibly ending mid-character) leads from `state` to live states that cannot pop: then a
+/// trie subtree spelling such texts is accepted whole, without visiting it. Chiefly the
+/// inside of a string (a loop), or a string with `maxLength` (a counter): without this, a
+/// string state would walk most of a large vocabulary (Qwen's 152k, Gemma's 262k).
+#[inline]
+fn accepts_every_path(
+    engine: &mut Engine,
+    mut state: u32,
+    classes: u16,
+    utf8: bool,
+    height: usize,
+) -> bool {
+    const NON_ASCII: u16 = 0xF000;
+    let non_ascii = classes & NON_ASCII != 0;
+    if non_ascii && !utf8 {
+        return false;
+    }
+    for _ in 0..height {
+        match engine.char_successor(state, classes & !NON_ASCII, non_ascii) {
+            Some(next) if next == state => return true,
+            Some(next) => state = next,
+            None => return false,
+        }
+    }
+    true
 }
 
 /// Sets the bits of tokens the grammar names at this point (`<x>`, or all but x for `!<x>`).

@@ -43,6 +43,77 @@ pub(crate) const fn byte_class(b: u8) -> u8 {
     }
 }
 
+/// Bits of [`Vocabulary::utf8`].
+pub(crate) const UTF8_FROM_NODE: u8 = 1;
+pub(crate) const UTF8_BELOW: u8 = 2;
+
+/// Unicode's well-formed UTF-8 byte sequences of non-ASCII scalars (Table 3-7), as byte
+/// ranges per position.
+pub(crate) const UTF8_SHAPES: [&[(u8, u8)]; 8] = [
+    &[(0xC2, 0xDF), (0x80, 0xBF)],
+    &[(0xE0, 0xE0), (0xA0, 0xBF), (0x80, 0xBF)],
+    &[(0xE1, 0xEC), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xED, 0xED), (0x80, 0x9F), (0x80, 0xBF)],
+    &[(0xEE, 0xEF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF0, 0xF0), (0x90, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF1, 0xF3), (0x80, 0xBF), (0x80, 0xBF), (0x80, 0xBF)],
+    &[(0xF4, 0xF4), (0x80, 0x8F), (0x80, 0xBF), (0x80, 0xBF)],
+];
+
+/// Where a UTF-8 decoder stands between bytes: at a character boundary, or waiting for
+/// continuation bytes (some with a narrowed first range, which rules out overlong forms,
+/// surrogates and values past U+10FFFF).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Utf8Phase {
+    Boundary = 0,
+    Need1,
+    Need2,
+    Need3,
+    AfterE0,
+    AfterED,
+    AfterF0,
+    AfterF4,
+}
+
+impl Utf8Phase {
+    const ALL: [Utf8Phase; 8] = [
+        Utf8Phase::Boundary,
+        Utf8Phase::Need1,
+        Utf8Phase::Need2,
+        Utf8Phase::Need3,
+        Utf8Phase::AfterE0,
+        Utf8Phase::AfterED,
+        Utf8Phase::AfterF0,
+        Utf8Phase::AfterF4,
+    ];
+
+    /// The phase after byte `b`, or `None` where `b` breaks well-formed UTF-8.
+    fn step(self, b: u8) -> Option<Utf8Phase> {
+        use Utf8Phase::*;
+        let cont = |range: std::ops::RangeInclusive<u8>, next| range.contains(&b).then_some(next);
+        match self {
+            Boundary => match b {
+                0x00..=0x7F => Some(Boundary),
+                0xC2..=0xDF => Some(Need1),
+                0xE0 => Some(AfterE0),
+                0xED => Some(AfterED),
+                0xE1..=0xEF => Some(Need2),
+                0xF0 => Some(AfterF0),
+                0xF1..=0xF3 => Some(Need3),
+                0xF4 => Some(AfterF4),
+                _ => None,
+            },
+            Need1 => cont(0x80..=0xBF, Boundary),
+            Need2 => cont(0x80..=0xBF, Need1),
+            Need3 => cont(0x80..=0xBF, Need2),
+            AfterE0 => cont(0xA0..=0xBF, Need1),
+            AfterED => cont(0x80..=0x9F, Need1),
+            AfterF0 => cont(0x90..=0xBF, Need2),
+            AfterF4 => cont(0x80..=0x8F, Need2),
+        }
+    }
+}
+
 /// Token byte strings plus what the grammar engine needs to know about them.
 #[derive(Clone, Debug)]
 pub struct Vocabulary {
@@ -54,6 +125,14 @@ pub struct Vocabulary {
     pub(crate) max_depth: usize,
     /// Per node, the classes of the bytes below it (bit `byte_class(b)`).
     pub(crate) below_classes: Vec<u16>,
+    /// Per node, whether the paths through it, read from a character boundary, are
+    /// well-formed UTF-8 (ending mid-character allowed): bit [`UTF8_FROM_NODE`] for the
+    /// node's byte and everything below, bit [`UTF8_BELOW`] for what lies strictly below.
+    /// Such a subtree can be taken whole (see `Engine::char_successor`).
+    pub(crate) utf8: Vec<u8>,
+    /// Per node, the length in bytes of the longest path from its byte to a leaf (1 for a
+    /// leaf), saturating.
+    pub(crate) height: Vec<u16>,
     /// Per node (and one past the end), the index in `token_ids` of the first token at or
     /// after it in preorder: a subtree's tokens are one contiguous slice.
     pub(crate) first_token: Vec<u32>,
@@ -117,6 +196,7 @@ impl Vocabulary {
         }
         let (below_classes, first_token) = subtree_summaries(&nodes, token_ids.len());
         let big_subtrees = big_subtree_masks(&nodes, &token_ids, &first_token, tokens.len());
+        let (utf8, height) = utf8_and_height(&nodes);
         Vocabulary {
             tokens,
             special,
@@ -125,6 +205,8 @@ impl Vocabulary {
             token_ids,
             max_depth,
             below_classes,
+            utf8,
+            height,
             first_token,
             big_subtrees,
         }
@@ -216,6 +298,46 @@ fn subtree_summaries(nodes: &[TrieNode], n_tokens: usize) -> (Vec<u16>, Vec<u32>
         };
     }
     (below, first)
+}
+
+/// Per node, its [`Vocabulary::utf8`] bits and its height. Bottom-up, over the phases a
+/// decoder may be in before each node.
+fn utf8_and_height(nodes: &[TrieNode]) -> (Vec<u8>, Vec<u16>) {
+    // Bit p of `ok[i]`: from phase p, node i's byte and all paths below it are well-formed.
+    let mut ok = vec![0u8; nodes.len()];
+    let mut height = vec![1u16; nodes.len()];
+    let mut flags = vec![0u8; nodes.len()];
+    let boundary = 1 << Utf8Phase::Boundary as u8;
+    for i in (0..nodes.len()).rev() {
+        let children = || {
+            let mut j = i + 1;
+            std::iter::from_fn(move || {
+                (j < nodes[i].subtree_end as usize).then(|| {
+                    let c = j;
+                    j = nodes[c].subtree_end as usize;
+                    c
+                })
+            })
+        };
+        for phase in Utf8Phase::ALL {
+            if let Some(after) = phase.step(nodes[i].byte)
+                && children().all(|c| ok[c] & (1 << after as u8) != 0)
+            {
+                ok[i] |= 1 << phase as u8;
+            }
+        }
+        height[i] = children()
+            .map(|c| height[c].saturating_add(1))
+            .max()
+            .unwrap_or(1);
+        if ok[i] & boundary != 0 {
+            flags[i] |= UTF8_FROM_NODE;
+        }
+        if children().all(|c| ok[c] & boundary != 0) {
+            flags[i] |= UTF8_BELOW;
+        }
+    }
+    (flags, height)
 }
 
 /// Masks for the nodes with more tokens below them than one mask has words (times four):

@@ -123,6 +123,100 @@ fn masks_equal_brute_force_on_a_schema_shaped_grammar() {
     }
 }
 
+/// Strings whose subtrees are taken whole: plain `char*` loops, a `maxLength`-style counter
+/// (`char{0,12}`), an inline class that loops in one rule, and a class that takes only some
+/// non-ASCII letters (so multi-byte subtrees must be walked, not taken).
+const MULTIBYTE: &str = r#"root ::= "{" space "\"a\":" space string "," space "\"b\":" space short "," space "\"c\":" space inline "," space "\"d\":" space latin space "}"
+space ::= "" | " "
+string ::= "\"" char* "\""
+short ::= "\"" char{0,12} "\""
+inline ::= "\"" [^"\\\x00-\x1F]* "\""
+latin ::= "\"" [a-z àèéìòù]* "\""
+char ::= [^\x00-\x1F"\\] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+"#;
+
+/// On the two large vocabularies (Qwen2.5's byte-level 152k, Gemma 3's SentencePiece 262k),
+/// full of CJK words and partial UTF-8 sequences, masks inside strings equal brute force.
+#[test]
+fn masks_equal_brute_force_on_multibyte_strings_in_large_vocabularies() {
+    let docs: [&str; 3] = [
+        r#"{"a": "東京は日本の首都です 🚀", "b": "北京市朝阳区", "c": "naïve café – ok", "d": "città è già"}"#,
+        r#"{"a":"","b":"","c":"","d":""}"#,
+        r#"{"a": "Ελληνικά и русский", "b": "emoji 🎉🎉", "c": "中文 text é", "d": "perché"}"#,
+    ];
+    for file in [
+        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        "gemma-3-270m-q4_k_m.gguf",
+    ] {
+        let Some(v) = common::vocab(file) else {
+            continue;
+        };
+        let v = Arc::new(v);
+        let mut m = Matcher::with_vocabulary(grammar(MULTIBYTE), v.clone())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let mut mask = vec![0u32; v.mask_words()];
+        for doc in docs {
+            m.reset();
+            for (i, id) in common::greedy_tokens(&v, doc.as_bytes())
+                .into_iter()
+                .enumerate()
+            {
+                if i % 2 == 0 {
+                    m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+                    assert_eq!(
+                        bits(&mask),
+                        brute_force(&mut m, &v),
+                        "{file}: after {i} tokens of {doc}"
+                    );
+                }
+                m.commit_token(id)
+                    .unwrap_or_else(|e| panic!("{file}: {e} at token {i} of {doc}"));
+            }
+            assert!(m.can_end(), "{file}: {doc}");
+        }
+    }
+}
+
+/// A made-up vocabulary with large subtrees under `x`: well-formed multi-byte tails (taken
+/// whole inside a string) beside ill-formed ones (a lead byte followed by ASCII, a stray
+/// continuation byte, a cut-off four-byte lead, an overlong form), which the string must
+/// refuse token by token.
+#[test]
+fn ill_formed_utf8_below_a_string_state_is_not_taken_whole() {
+    let mut tokens: Vec<Vec<u8>> = vec![b"\"".to_vec(), b"x".to_vec()];
+    for c in b'a'..=b'z' {
+        tokens.push(vec![b'x', c]);
+        tokens.push(vec![b'x', c, c]);
+    }
+    for tail in [
+        &b"\xC3\xA9"[..],
+        b"\xE4\xB8",
+        b"\xE4\xB8\xAD",
+        b"\xF0\x9F\x9A\x80",
+        b"\xC3A",
+        b"\x80",
+        b"\xF0\x9Fz",
+        b"\xC0\xAF",
+        b"\xED\xA0\x80",
+    ] {
+        tokens.push([b"x", tail].concat());
+    }
+    let n = tokens.len();
+    let v = Arc::new(Vocabulary::new(tokens, vec![false; n], vec![]));
+    let g = grammar("root ::= \"\\\"\" [^\"]* \"\\\"\"\n");
+    let mut m = Matcher::with_vocabulary(g, v.clone()).unwrap_or_else(|e| panic!("{e}"));
+    m.commit_token(0).unwrap_or_else(|e| panic!("{e}"));
+    let mut mask = vec![0u32; v.mask_words()];
+    m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+    let allowed = bits(&mask);
+    assert_eq!(allowed, brute_force(&mut m, &v));
+    assert_eq!(
+        allowed.len(),
+        n - 5,
+        "the five ill-formed tokens are refused"
+    );
+}
+
 #[test]
 fn special_tokens_only_where_named() {
     let Some(v) = common::vocab(SMOLLM2) else {
