@@ -43,6 +43,10 @@ else
 fi
 done_step "fuzz"
 
+step "kernel tests as wasm32 in Node (the simd128 kernels)"
+scripts/test-wasm-kernels.sh
+done_step "wasm kernel tests"
+
 step "wasm32 build (the runtime and npm package, then the demo page with Trunk)"
 scripts/build-pkg.sh
 scripts/demo.sh --build-only

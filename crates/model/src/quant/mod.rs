@@ -2,17 +2,13 @@
 //!
 //! [`QuantOps`] is a burn backend extension (`#[backend_extension]`): model code calls it on
 //! any device through [`QLinear`] / [`QEmbedding`]; each backend implements it natively — on
-//! the Flex CPU device with the SIMD kernels of [`dot`], parallel over rows on a parking
-//! [`pool`]. The block bytes live on the device as a `u32` int tensor (the file's bytes,
+//! the Flex CPU device with the kernels of `stampo-quant` (re-exported here: [`dot`],
+//! parallel over rows on a parking [`pool`]). The block bytes live on the device as a `u32` int tensor (the file's bytes,
 //! zero-padded to a multiple of four), so device memory for weights is the GGUF's tensor bytes.
 
-pub mod act;
-pub mod dot;
 mod flex;
-pub mod format;
-pub mod matmul;
-pub mod pool;
-pub mod unpack;
+
+pub use stampo_quant::{act, dot, format, matmul, pool, unpack};
 
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Backend, Dispatch, backend_extension};

@@ -1,17 +1,17 @@
 //! The quantised matmul on the CPU: `y[t, n] = Σ_k x[t, k] · W[n, k]` with `W` in GGUF blocks.
 //!
-//! Activations are encoded once (see [`super::act`]); the weight rows are cut into pieces the
+//! Activations are encoded once (see [`crate::act`]); the weight rows are cut into pieces the
 //! threads take in turn ([`Pool::map`]); each row is read once (decoded into a scratch buffer
 //! where no fused kernel exists) and dotted with every activation row, so a batched prefill
 //! reads each weight row once.
 
 use std::sync::Arc;
 
-use super::act::QuantizedActs;
-use super::dot::{IntRows, dot_f32, dot_int, dot_raw};
-use super::format::QuantFormat;
-use super::pool::Pool;
-use super::unpack::{UnpackedRow, unpack_row};
+use crate::act::QuantizedActs;
+use crate::dot::{IntRows, dot_f32, dot_int, dot_raw};
+use crate::format::QuantFormat;
+use crate::pool::Pool;
+use crate::unpack::{UnpackedRow, unpack_row};
 
 /// Weight bytes shared with the worker threads (the backend's tensor storage).
 pub type SharedBytes = Arc<dyn AsRef<[u8]> + Send + Sync>;

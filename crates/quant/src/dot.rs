@@ -2,12 +2,12 @@
 //!
 //! Integer formats: `Σ_g scale[g]·d[g]·(q_w·q_x)_g + offset[g]·sum[g]` over groups of 16.
 //! On x86-64 an AVX2+FMA kernel is chosen at run time (detected once; AVX-512 and AMX are never
-//! used); elsewhere, including wasm32, the portable loop below is what LLVM vectorises
-//! (with `simd128` when the wasm build enables it).
+//! used); on wasm32 built with `simd128` (as stampo's wasm is), `simd128` kernels; elsewhere
+//! the portable loops below, which are also the reference the others are tested against.
 
-use super::act::QuantizedActs;
-use super::format::{QuantFormat, f16_table};
-use super::unpack::GROUP;
+use crate::act::QuantizedActs;
+use crate::format::{QuantFormat, f16_table};
+use crate::unpack::GROUP;
 
 /// A decoded weight row and an encoded activation row, both of `cols` values.
 pub struct IntRows<'a> {
@@ -33,6 +33,9 @@ pub fn dot_int(rows: &IntRows<'_>) -> f32 {
         // SAFETY: AVX2 and FMA were detected on this CPU at run time.
         return unsafe { x86::dot_int_avx2(rows) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return wasm::dot_int_simd128(rows);
+    #[allow(unreachable_code)]
     dot_int_portable(rows)
 }
 
@@ -44,6 +47,9 @@ pub fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
         // SAFETY: AVX2 and FMA were detected on this CPU at run time.
         return unsafe { x86::dot_f32_avx2(w, x) };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return wasm::dot_f32_simd128(w, x);
+    #[allow(unreachable_code)]
     dot_f32_portable(w, x)
 }
 
@@ -107,6 +113,18 @@ pub fn dot_raw(format: QuantFormat, row: &[u8], acts: &QuantizedActs, t: usize) 
             _ => None,
         };
     }
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    return match format {
+        QuantFormat::Q8_0 => Some(wasm::dot_q8_0_simd128(row, acts.row_q(t), acts.row_d(t))),
+        QuantFormat::Q4_1 => Some(wasm::dot_q4_1_simd128(
+            row,
+            acts.row_q(t),
+            acts.row_d(t),
+            acts.row_sum(t),
+        )),
+        _ => None,
+    };
+    #[allow(unreachable_code)]
     match format {
         QuantFormat::Q8_0 => Some(dot_q8_0_portable(row, acts.row_q(t), acts.row_d(t))),
         QuantFormat::Q4_1 => Some(dot_q4_1_portable(
@@ -175,8 +193,8 @@ fn has_avx2() -> bool {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::super::format::f16_table;
     use super::{GROUP, IntRows};
+    use crate::format::f16_table;
     use std::arch::x86_64::*;
 
     /// Sums the eight lanes of `v`.
@@ -321,6 +339,132 @@ mod x86 {
             i += 16;
         }
         let mut total = hsum(_mm256_add_ps(acc0, acc1));
+        while i < n {
+            total += w[i] * x[i];
+            i += 1;
+        }
+        total
+    }
+}
+
+/// The `simd128` kernels of the browser build. Products of 8-bit values are widened to 16
+/// bits and summed in pairs into 32-bit lanes (`i32x4.dot_i16x8_s`), which cannot overflow
+/// for 16 products of values within ±128; each block's sum is scaled in `f32` lanes.
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod wasm {
+    use super::{GROUP, IntRows};
+    use crate::format::f16_table;
+    use core::arch::wasm32::*;
+
+    fn hsum(v: v128) -> f32 {
+        f32x4_extract_lane::<0>(v)
+            + f32x4_extract_lane::<1>(v)
+            + f32x4_extract_lane::<2>(v)
+            + f32x4_extract_lane::<3>(v)
+    }
+
+    /// Loads 16 bytes.
+    ///
+    /// # Safety
+    /// `s` must hold at least 16 bytes.
+    unsafe fn load16<T>(s: &[T]) -> v128 {
+        debug_assert!(std::mem::size_of_val(s) >= 16);
+        // SAFETY: the caller guarantees 16 readable bytes; v128 loads need no alignment.
+        unsafe { v128_load(s.as_ptr().cast()) }
+    }
+
+    /// `Σ a[i]·b[i]` over 16 signed bytes each, in four `i32` lanes.
+    fn dot_i8x16(a: v128, b: v128) -> v128 {
+        i32x4_add(
+            i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), i16x8_extend_low_i8x16(b)),
+            i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), i16x8_extend_high_i8x16(b)),
+        )
+    }
+
+    pub(super) fn dot_int_simd128(rows: &IntRows<'_>) -> f32 {
+        let groups = rows.wq.len() / GROUP;
+        let mut acc = f32x4_splat(0.0);
+        for g in 0..groups {
+            let at = g * GROUP;
+            // SAFETY: both slices hold `groups * GROUP` values, so 16 from `at`.
+            let (w, x) = unsafe { (load16(&rows.wq[at..]), load16(&rows.xq[at..])) };
+            let sums = f32x4_convert_i32x4(dot_i8x16(w, x));
+            let scale = f32x4_splat(rows.wscale[g] * rows.xd[g]);
+            acc = f32x4_add(acc, f32x4_mul(sums, scale));
+        }
+        hsum(acc) + dot_f32_simd128(rows.woffset, rows.xsum)
+    }
+
+    pub(super) fn dot_q8_0_simd128(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+        let f16 = f16_table();
+        let mut acc = f32x4_splat(0.0);
+        for ((block, x), d) in row
+            .chunks_exact(34)
+            .zip(xq.chunks_exact(32))
+            .zip(xd.chunks_exact(2))
+        {
+            // SAFETY: `block[2..]` and `x` hold 32 bytes each.
+            let sums = unsafe {
+                i32x4_add(
+                    dot_i8x16(load16(&block[2..]), load16(x)),
+                    dot_i8x16(load16(&block[18..]), load16(&x[16..])),
+                )
+            };
+            let scale = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))] * d[0];
+            acc = f32x4_add(
+                acc,
+                f32x4_mul(f32x4_convert_i32x4(sums), f32x4_splat(scale)),
+            );
+        }
+        hsum(acc)
+    }
+
+    pub(super) fn dot_q4_1_simd128(row: &[u8], xq: &[i8], xd: &[f32], xsum: &[f32]) -> f32 {
+        let f16 = f16_table();
+        let low = u8x16_splat(0x0F);
+        let mut acc = f32x4_splat(0.0);
+        let mut mins = 0.0f32;
+        for (((block, x), d), s) in row
+            .chunks_exact(20)
+            .zip(xq.chunks_exact(32))
+            .zip(xd.chunks_exact(2))
+            .zip(xsum.chunks_exact(2))
+        {
+            // SAFETY: `block[4..]` holds 16 bytes and `x` 32.
+            let (packed, x0, x1) = unsafe { (load16(&block[4..]), load16(x), load16(&x[16..])) };
+            // Nibbles 0–15 are the same as signed or unsigned bytes.
+            let lo = v128_and(packed, low);
+            let hi = u8x16_shr(packed, 4);
+            let sums = i32x4_add(dot_i8x16(lo, x0), dot_i8x16(hi, x1));
+            let dw = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))];
+            let mw = f16[usize::from(u16::from_le_bytes([block[2], block[3]]))];
+            acc = f32x4_add(
+                acc,
+                f32x4_mul(f32x4_convert_i32x4(sums), f32x4_splat(dw * d[0])),
+            );
+            mins += mw * (s[0] + s[1]);
+        }
+        hsum(acc) + mins
+    }
+
+    /// Four accumulators of four lanes.
+    pub(super) fn dot_f32_simd128(w: &[f32], x: &[f32]) -> f32 {
+        let n = w.len().min(x.len());
+        let mut acc = [f32x4_splat(0.0); 4];
+        let mut i = 0;
+        while i + 16 <= n {
+            for (k, a) in acc.iter_mut().enumerate() {
+                let at = i + 4 * k;
+                // SAFETY: `at + 4 <= n` floats are in both slices.
+                let (a_w, a_x) = unsafe { (load16(&w[at..at + 4]), load16(&x[at..at + 4])) };
+                *a = f32x4_add(*a, f32x4_mul(a_w, a_x));
+            }
+            i += 16;
+        }
+        let mut total = hsum(f32x4_add(
+            f32x4_add(acc[0], acc[1]),
+            f32x4_add(acc[2], acc[3]),
+        ));
         while i < n {
             total += w[i] * x[i];
             i += 1;

@@ -5,7 +5,7 @@
 //! follows ggml's `dequantize_row_*` operation for operation, so [`dequantize_row`] gives
 //! bit-identical values to ggml and is the scalar reference the kernels are tested against.
 
-use super::format::{QuantFormat, read_f16};
+use crate::format::{QuantFormat, read_f16};
 
 /// Values that share one scale and one offset in an [`UnpackedRow`].
 pub const GROUP: usize = 16;

@@ -4,8 +4,8 @@
 //! `d * Σq` (used by formats whose weights carry an offset). Rounding is to nearest-even, as in
 //! ggml's x86 `quantize_row_q8_0`/`q8_1` and `nearest_int`.
 
-use super::format::{ActivationFormat, round_f16};
-use super::unpack::GROUP;
+use crate::format::{ActivationFormat, round_f16};
+use crate::unpack::GROUP;
 
 /// Activation rows (`rows × cols`) in the encoding a weight format asks for.
 #[derive(Debug, Default, Clone)]

@@ -5,18 +5,21 @@
 //! unpacker (must be bit-identical to the reference), dotted by the SIMD kernel (must equal the
 //! portable kernel up to float reassociation), and multiplied through the threaded matmul (must
 //! equal the reference within the error that quantising the activations to 8 bits implies).
+//!
+//! The same tests run as wasm32 in Node (`scripts/test-wasm-kernels.sh`), where the kernels
+//! under test are the `simd128` ones.
 
 use half::f16;
 use stampo_gguf::{GgmlType, dequantize_to_vec};
-use stampo_model::quant::QuantFormat;
-use stampo_model::quant::act::QuantizedActs;
-use stampo_model::quant::dot::{
+use stampo_quant::QuantFormat;
+use stampo_quant::act::QuantizedActs;
+use stampo_quant::dot::{
     IntRows, dot_f32, dot_f32_portable, dot_int, dot_int_portable, dot_q4_1_portable,
     dot_q8_0_portable, dot_raw,
 };
-use stampo_model::quant::matmul::{QuantMatrix, quant_matmul};
-use stampo_model::quant::pool::Pool;
-use stampo_model::quant::unpack::{UnpackedRow, dequantize_row, unpack_row};
+use stampo_quant::matmul::{QuantMatrix, quant_matmul};
+use stampo_quant::pool::Pool;
+use stampo_quant::unpack::{UnpackedRow, dequantize_row, unpack_row};
 use std::sync::Arc;
 
 /// xorshift64*: reproducible test data without a dependency.
@@ -86,7 +89,8 @@ fn ggml_type(format: QuantFormat) -> GgmlType {
     GgmlType::from_id(format.ggml_id()).expect("every supported format is a ggml type")
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn decoding_is_bit_identical_to_the_gguf_reference() {
     let mut rng = Rng(0x5eed);
     for format in QuantFormat::ALL {
@@ -110,7 +114,8 @@ fn decoding_is_bit_identical_to_the_gguf_reference() {
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn simd_dot_equals_the_portable_kernel() {
     let mut rng = Rng(42);
     for format in QuantFormat::ALL {
@@ -147,7 +152,8 @@ fn simd_dot_equals_the_portable_kernel() {
     }
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn fused_kernels_equal_the_portable_kernel() {
     let mut rng = Rng(7);
     let mut fused = 0;
@@ -188,7 +194,8 @@ fn fused_kernels_equal_the_portable_kernel() {
     assert_eq!(fused, 4, "Q8_0 and Q4_1 at two widths have fused kernels");
 }
 
-#[test]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn threaded_matmul_matches_the_dequantised_reference() {
     let mut rng = Rng(7);
     let (rows, cols, tokens) = (37, 512, 3);
@@ -220,8 +227,8 @@ fn threaded_matmul_matches_the_dequantised_reference() {
                 // 8-bit activations are off by at most half a step, `max|x| / 254`, per value;
                 // half-rounded ones by 2^-11 relative; f32 only by reassociation.
                 let bound = match format.activation() {
-                    stampo_model::quant::ActivationFormat::F32 => 1e-5 * wabs * xmax,
-                    stampo_model::quant::ActivationFormat::F16 => 1e-3 * wabs * xmax,
+                    stampo_quant::ActivationFormat::F32 => 1e-5 * wabs * xmax,
+                    stampo_quant::ActivationFormat::F16 => 1e-3 * wabs * xmax,
                     _ => wabs * xmax / 254.0 + 1e-4,
                 };
                 let got = f64::from(one[t * rows + n]);

@@ -1,0 +1,21 @@
+//! The CPU side of stampo's quantised matmul, with no tensor library in sight: weights stay
+//! in their GGUF blocks and are read by kernels that know each block format.
+//!
+//! - [`format`]: the block formats and which activation encoding each one pairs with;
+//! - [`unpack`]: a row of blocks decoded to integers and per-group scales (or to floats);
+//! - [`act`]: activations encoded to 8 bits the way ggml's CPU backend encodes them;
+//! - [`dot`]: the dot products — AVX2 on x86-64 (chosen at run time; never AVX-512 or AMX),
+//!   `simd128` in wasm32, portable loops elsewhere — fused straight from the GGUF bytes where
+//!   the format allows;
+//! - [`matmul`] and [`pool`]: rows spread over worker threads that park between jobs.
+//!
+//! `stampo-model` wraps this as a burn backend extension on its CPU device.
+
+pub mod act;
+pub mod dot;
+pub mod format;
+pub mod matmul;
+pub mod pool;
+pub mod unpack;
+
+pub use format::{ActivationFormat, QuantFormat};
