@@ -74,6 +74,10 @@ pub struct RunArgs {
     /// Seed of the sampler's generator.
     #[arg(long)]
     seed: Option<u32>,
+    /// Append the tokens of text the grammar forces without sampling them (the request
+    /// field `fast_forward`).
+    #[arg(long)]
+    fast_forward: bool,
     /// Print timings and mask statistics after the output.
     #[arg(long)]
     stats: bool,
@@ -129,6 +133,9 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
     body.insert("stream".into(), json!(true));
     if let Some(seed) = args.seed {
         body.insert("seed".into(), json!(seed));
+    }
+    if args.fast_forward {
+        body.insert("fast_forward".into(), json!(true));
     }
     if args.json {
         body.insert("response_format".into(), json!({"type": "json_object"}));
@@ -225,11 +232,12 @@ fn print_stats(done: &Completed) {
         t.prompt_n, t.cache_n, t.prompt_ms, t.prompt_per_second
     );
     eprintln!(
-        "generated: {} tokens in {:.0} ms ({:.1} tokens/s), {} fast-forwarded, stop: {:?}",
+        "generated: {} tokens in {:.0} ms ({:.1} tokens/s), {} fast-forwarded, {} forward passes, stop: {:?}",
         t.predicted_n,
         t.predicted_ms,
         t.predicted_per_second,
         done.output.fast_forwarded,
+        done.output.forward_passes,
         done.output.stop
     );
     if let Some(m) = &done.output.mask_stats {
