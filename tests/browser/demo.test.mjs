@@ -97,7 +97,28 @@ test("batch extraction fills the table and downloads JSONL", { timeout: 300_000 
 test("examples, GBNF mode with errors at line and column, extraction under a grammar", { timeout: 300_000 }, async () => {
   await page.locator("#example").selectOption({ label: "Order ($defs, anyOf, pattern, multipleOf)" });
   await page.locator("#report").getByText("multipleOf").waitFor();
+  // The highlighted layer under the editor holds exactly the editor's text, and its
+  // characters lie where the textarea's do (same box, so the caret is where the text looks).
+  const highlighted = async () => page.evaluate(() => {
+    const area = document.querySelector("#schema-editor");
+    const layer = document.querySelector("#schema-highlight");
+    const a = area.getBoundingClientRect(), l = layer.getBoundingClientRect();
+    const kinds = {};
+    for (const span of layer.querySelectorAll("span")) kinds[span.className] = (kinds[span.className] || 0) + 1;
+    return { same: layer.textContent === area.value + "\n", kinds,
+      box: [a.left - l.left, a.top - l.top, a.width - l.width, a.height - l.height] };
+  });
+  const schemaView = await highlighted();
+  assert.ok(schemaView.same, "the highlighted copy differs from the editor's text");
+  assert.deepEqual(schemaView.box, [0, 0, 0, 0]);
+  assert.ok(schemaView.kinds["tok-key"] > 5 && schemaView.kinds["tok-string"] > 0, JSON.stringify(schemaView.kinds));
   await page.locator("#mode-gbnf").check();
+  await page.locator("#schema-editor").fill('# answer\nroot ::= ("yes" | "no") [.]?');
+  const gbnfView = await highlighted();
+  assert.ok(gbnfView.same);
+  for (const kind of ["tok-comment", "tok-key", "tok-string", "tok-class", "tok-punct"]) {
+    assert.ok(gbnfView.kinds[kind] > 0, `${kind} in ${JSON.stringify(gbnfView.kinds)}`);
+  }
   await page.locator("#schema-editor").fill('root ::= "yes" | "no"\nbad ::= (');
   const error = await page.locator("#schema-error").textContent();
   assert.match(error, /2:\d+|line 2/, error);

@@ -5,6 +5,7 @@
 mod batch_panel;
 mod constraint;
 mod extract_panel;
+mod highlight;
 mod model_panel;
 mod runtime;
 mod schema_panel;

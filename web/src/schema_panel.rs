@@ -1,11 +1,13 @@
 //! The constraint editor: a JSON Schema compiled as you type into GBNF and a keyword report
-//! (or a GBNF grammar checked as you type), errors at their line and column, examples to
-//! start from, and a document checked against the result.
+//! (or a GBNF grammar checked as you type), highlighted, errors at their line and column,
+//! examples to start from, and a document checked against the result.
 
 use leptos::prelude::*;
 use serde_json::Value;
+use wasm_bindgen::JsCast;
 
 use crate::constraint::{Constraint, EXAMPLES, Mode, YES_NO_GBNF};
+use crate::highlight::spans;
 
 const PERSON_DOCUMENT: &str = r#"{"nome":"Giulia","eta":34,"citta":"Torino"}"#;
 
@@ -38,6 +40,7 @@ pub fn SchemaPanel(constraint: Constraint) -> impl IntoView {
     let (strict, set_strict) = signal(false);
     let (document, set_document) = signal(PERSON_DOCUMENT.to_string());
     let compiled = Memo::new(move |_| compile(&text.get(), mode.get(), strict.get()));
+    let highlight = NodeRef::<leptos::html::Pre>::new();
     let verdict = move || {
         let compiled = compiled.get().ok()?;
         Some(stampo_wasm::gbnf_accepts(&compiled.gbnf, &document.get()).map_err(|(_, m)| m))
@@ -82,12 +85,32 @@ pub fn SchemaPanel(constraint: Constraint) -> impl IntoView {
                     <label for="schema-editor">
                         {move || if mode.get() == Mode::Schema { "Schema" } else { "Grammar (GBNF, as llama.cpp reads it)" }}
                     </label>
-                    <textarea
-                        id="schema-editor"
-                        spellcheck="false"
-                        prop:value=text
-                        on:input=move |ev| text.set(event_target_value(&ev))
-                    ></textarea>
+                    // The highlighted copy lies under the transparent textarea and scrolls
+                    // with it; screen readers and the keyboard only meet the textarea.
+                    <div class="editor">
+                        <pre class="highlight" id="schema-highlight" aria-hidden="true" node_ref=highlight>
+                            {move || spans(&text.get(), mode.get()).into_iter().map(|(kind, piece)| view! {
+                                <span class=kind.class()>{piece.to_string()}</span>
+                            }).collect_view()}
+                            // A last line that ends in a newline still has its height.
+                            "\n"
+                        </pre>
+                        <textarea
+                            id="schema-editor"
+                            spellcheck="false"
+                            prop:value=text
+                            on:input=move |ev| text.set(event_target_value(&ev))
+                            on:scroll=move |ev| {
+                                if let (Some(pre), Some(area)) = (
+                                    highlight.get(),
+                                    ev.target().and_then(|t| t.dyn_into::<web_sys::Element>().ok()),
+                                ) {
+                                    pre.set_scroll_top(area.scroll_top());
+                                    pre.set_scroll_left(area.scroll_left());
+                                }
+                            }
+                        ></textarea>
+                    </div>
                     {move || (mode.get() == Mode::Schema).then(|| view! {
                         <label>
                             <input
