@@ -145,7 +145,10 @@ macro_rules! fidelity_tests {
         // llama.cpp's for the first layers; deeper, last-bit differences in RoPE and attention
         // sums (ggml's SIMD summation order) flip an 8-bit activation quant now and then.
         // 2026-11-29, of 20 prompts: identical for 32 tokens / parting at a near-tie (< 0.1)
-        // / parting at a larger margin: SmolLM2 8/6/6, Qwen2.5 17/2/1, Gemma 3 7/8/5.
+        // / parting at a larger margin: SmolLM2 8/6/6, Qwen2.5 14/5/1, Gemma 3 7/8/5 (with
+        // the fused Q5_0/Q4_K/Q6_K kernels, which sum as ggml's AVX2 kernels do; before them
+        // Qwen2.5 was 17/2/1, and a variant summing the Q4_K mins in eight lanes gave
+        // Qwen2.5 13/5/2 and Gemma 3 12/4/4: near-ties flip either way).
         // Run with `cargo test -p stampo-model --test fidelity -- --ignored --nocapture`.
         #[ignore = "stampo-model does not match llama.cpp's greedy tokens on every prompt yet (issue 5)"]
         fn $name() {

@@ -6,8 +6,8 @@
 //! the portable loops below, which are also the reference the others are tested against.
 
 use crate::act::QuantizedActs;
-use crate::format::{QuantFormat, f16_table};
-use crate::unpack::GROUP;
+use crate::format::{QuantFormat, f16_table, read_f16};
+use crate::unpack::{GROUP, scale_min_k4};
 
 /// A decoded weight row and an encoded activation row, both of `cols` values.
 pub struct IntRows<'a> {
@@ -110,6 +110,15 @@ pub fn dot_raw(format: QuantFormat, row: &[u8], acts: &QuantizedActs, t: usize) 
             QuantFormat::Q4_1 => Some(unsafe {
                 x86::dot_q4_1_avx2(row, acts.row_q(t), acts.row_d(t), acts.row_sum(t))
             }),
+            QuantFormat::Q5_0 => {
+                Some(unsafe { x86::dot_q5_0_avx2(row, acts.row_q(t), acts.row_d(t)) })
+            }
+            QuantFormat::Q4K => {
+                Some(unsafe { x86::dot_q4_k_avx2(row, acts.row_q(t), acts.row_d(t)) })
+            }
+            QuantFormat::Q6K => {
+                Some(unsafe { x86::dot_q6_k_avx2(row, acts.row_q(t), acts.row_d(t)) })
+            }
             _ => None,
         };
     }
@@ -122,6 +131,9 @@ pub fn dot_raw(format: QuantFormat, row: &[u8], acts: &QuantizedActs, t: usize) 
             acts.row_d(t),
             acts.row_sum(t),
         )),
+        QuantFormat::Q5_0 => Some(dot_q5_0_portable(row, acts.row_q(t), acts.row_d(t))),
+        QuantFormat::Q4K => Some(dot_q4_k_portable(row, acts.row_q(t), acts.row_d(t))),
+        QuantFormat::Q6K => Some(dot_q6_k_portable(row, acts.row_q(t), acts.row_d(t))),
         _ => None,
     };
     #[allow(unreachable_code)]
@@ -133,6 +145,9 @@ pub fn dot_raw(format: QuantFormat, row: &[u8], acts: &QuantizedActs, t: usize) 
             acts.row_d(t),
             acts.row_sum(t),
         )),
+        QuantFormat::Q5_0 => Some(dot_q5_0_portable(row, acts.row_q(t), acts.row_d(t))),
+        QuantFormat::Q4K => Some(dot_q4_k_portable(row, acts.row_q(t), acts.row_d(t))),
+        QuantFormat::Q6K => Some(dot_q6_k_portable(row, acts.row_q(t), acts.row_d(t))),
         _ => None,
     }
 }
@@ -178,6 +193,109 @@ pub fn dot_q4_1_portable(row: &[u8], xq: &[i8], xd: &[f32], xsum: &[f32]) -> f32
         let scale = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))];
         let min = f16[usize::from(u16::from_le_bytes([block[2], block[3]]))];
         total += scale * d[0] * isum as f32 + min * (s[0] + s[1]);
+    }
+    total
+}
+
+/// Q5_0 blocks (`f16` scale, four bytes of fifth bits, 16 bytes of nibbles: values
+/// `(nibble | bit << 4) - 16`) against 8-bit activations.
+pub fn dot_q5_0_portable(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+    let mut total = 0.0f32;
+    for ((block, x), d) in row
+        .chunks_exact(22)
+        .zip(xq.chunks_exact(32))
+        .zip(xd.chunks_exact(2))
+    {
+        let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+        let (lo, hi) = x.split_at(16);
+        let isum: i32 = block[6..22]
+            .iter()
+            .zip(lo.iter().zip(hi))
+            .enumerate()
+            .map(|(j, (&b, (&l, &h)))| {
+                let v0 = i32::from(b & 0x0F) | ((qh >> j & 1) << 4) as i32;
+                let v1 = i32::from(b >> 4) | ((qh >> (j + 16) & 1) << 4) as i32;
+                (v0 - 16) * i32::from(l) + (v1 - 16) * i32::from(h)
+            })
+            .sum();
+        total += read_f16(block, 0) * d[0] * isum as f32;
+    }
+    total
+}
+
+/// Q4_K super-blocks (256 values: `f16` scale and min, twelve bytes of 6-bit sub-block
+/// scales and mins, 128 bytes of nibbles) against Q8_K activations, as ggml's
+/// `ggml_vec_dot_q4_K_q8_K` computes it: the block's products and activation sums added up
+/// exactly in integers, weighted by the 6-bit scales and mins, then scaled once per block.
+pub fn dot_q4_k_portable(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+    let mut total = 0.0f32;
+    for ((block, x), xd) in row
+        .chunks_exact(144)
+        .zip(xq.chunks_exact(256))
+        .zip(xd.chunks_exact(256 / GROUP))
+    {
+        let packed = &block[4..16];
+        let (mut sumi, mut summ) = (0i32, 0i32);
+        for (chunk, (q, x)) in block[16..144]
+            .chunks_exact(32)
+            .zip(x.chunks_exact(64))
+            .enumerate()
+        {
+            let (lo_x, hi_x) = x.split_at(32);
+            let (mut lo, mut hi) = (0i32, 0i32);
+            for ((&b, &l), &h) in q.iter().zip(lo_x).zip(hi_x) {
+                lo += i32::from(b & 0x0F) * i32::from(l);
+                hi += i32::from(b >> 4) * i32::from(h);
+            }
+            let sum = |x: &[i8]| x.iter().map(|&v| i32::from(v)).sum::<i32>();
+            let (sc_lo, m_lo) = scale_min_k4(2 * chunk, packed);
+            let (sc_hi, m_hi) = scale_min_k4(2 * chunk + 1, packed);
+            sumi += i32::from(sc_lo) * lo + i32::from(sc_hi) * hi;
+            summ += i32::from(m_lo) * sum(lo_x) + i32::from(m_hi) * sum(hi_x);
+        }
+        let d = read_f16(block, 0) * xd[0];
+        let dmin = read_f16(block, 2) * xd[0];
+        total += d * sumi as f32 - dmin * summ as f32;
+    }
+    total
+}
+
+/// Q6_K super-blocks (256 values: 128 bytes of low nibbles, 64 of high bit pairs, sixteen
+/// signed 8-bit scales, an `f16` scale) against Q8_K activations, as ggml's
+/// `ggml_vec_dot_q6_K_q8_K`: exact integer sums per block, scaled once.
+pub fn dot_q6_k_portable(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+    let mut total = 0.0f32;
+    for ((block, x), xd) in row
+        .chunks_exact(210)
+        .zip(xq.chunks_exact(256))
+        .zip(xd.chunks_exact(256 / GROUP))
+    {
+        let mut sumi = 0i32;
+        for half in 0..2 {
+            let ql = &block[64 * half..64 * half + 64];
+            let qh = &block[128 + 32 * half..128 + 32 * half + 32];
+            let sc = &block[192 + 8 * half..192 + 8 * half + 8];
+            let x = &x[128 * half..128 * half + 128];
+            // Value `32 k + l` of the half, k = 0..4, from its nibble and its bit pair.
+            let value = |k: usize, l: usize| -> i32 {
+                let nibble = if k < 2 {
+                    ql[32 * k + l] & 0x0F
+                } else {
+                    ql[32 * (k - 2) + l] >> 4
+                };
+                let high = (qh[l] >> (2 * k)) & 3;
+                i32::from(nibble | high << 4) - 32
+            };
+            for k in 0..4 {
+                for g in 0..2 {
+                    let isum: i32 = (16 * g..16 * g + 16)
+                        .map(|l| value(k, l) * i32::from(x[32 * k + l]))
+                        .sum();
+                    sumi += i32::from(sc[2 * k + g] as i8) * isum;
+                }
+            }
+        }
+        total += read_f16(block, 208) * xd[0] * sumi as f32;
     }
     total
 }
@@ -312,6 +430,177 @@ mod x86 {
             );
         }
         hsum(_mm256_add_ps(acc, mins))
+    }
+
+    /// Q5_0 blocks against 8-bit activations, as ggml's AVX2 kernel: the fifth bits spread
+    /// to bytes, `0xF0` or'ed into the nibbles whose bit is clear (so the byte reads as
+    /// `nibble - 16` when signed), then the signed dot of [`dot_q8_0_avx2`].
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn dot_q5_0_avx2(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+        let blocks = (row.len() / 22).min(xq.len() / 32).min(xd.len() / 2);
+        let f16 = f16_table();
+        let ones = _mm256_set1_epi16(1);
+        let low = _mm_set1_epi8(0x0F);
+        // Byte j of the spread picks byte j / 8 of the bits; or'ing all bits but j % 8 and
+        // comparing with all-ones tests bit j.
+        let pick = _mm256_set_epi64x(
+            0x0303_0303_0303_0303,
+            0x0202_0202_0202_0202,
+            0x0101_0101_0101_0101,
+            0,
+        );
+        let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
+        let all = _mm256_set1_epi64x(-1);
+        let high_clear = _mm256_set1_epi8(0xF0u8 as i8);
+        let mut acc = _mm256_setzero_ps();
+        for b in 0..blocks {
+            let block = &row[22 * b..22 * b + 22];
+            let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+            // SAFETY: 16 nibble bytes from 6 in the block, 32 of `xq` from `32 b`.
+            let (packed, x) = unsafe {
+                (
+                    _mm_loadu_si128(block.as_ptr().add(6).cast()),
+                    _mm256_loadu_si256(xq.as_ptr().add(32 * b).cast()),
+                )
+            };
+            let nibbles = _mm256_set_m128i(
+                _mm_and_si128(_mm_srli_epi16::<4>(packed), low),
+                _mm_and_si128(packed, low),
+            );
+            let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), pick);
+            let set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), all);
+            let w = _mm256_or_si256(nibbles, _mm256_andnot_si256(set, high_clear));
+            let prod = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+            let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
+            let scale = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))] * xd[2 * b];
+            acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(scale), acc);
+        }
+        hsum(acc)
+    }
+
+    /// Q4_K against Q8_K, as [`super::dot_q4_k_portable`] computes it: per 32-value chunk,
+    /// `maddubs` of the nibbles with the activations, weighted by the chunk's 6-bit scale
+    /// (`madd`), and the activations' sum weighted by the chunk's min, all in `i32` lanes;
+    /// then one scale per block.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn dot_q4_k_avx2(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+        let blocks = (row.len() / 144).min(xq.len() / 256).min(xd.len() / 16);
+        let low = _mm256_set1_epi8(0x0F);
+        let ones = _mm256_set1_epi8(1);
+        let ones16 = _mm256_set1_epi16(1);
+        let mut acc = _mm256_setzero_ps();
+        // The mins' term in four lanes, each two sub-blocks, accumulated with FMA and added
+        // up at the end in ggml's order (its `acc_m`), so the rounding is ggml's too.
+        let mut acc_m = [0.0f32; 4];
+        for b in 0..blocks {
+            let block = &row[144 * b..144 * b + 144];
+            let packed = &block[4..16];
+            let mut sumi = _mm256_setzero_si256();
+            let mut mins = [0i32; 4];
+            for (chunk, min) in mins.iter_mut().enumerate() {
+                let (sc_lo, m_lo) = super::scale_min_k4(2 * chunk, packed);
+                let (sc_hi, m_hi) = super::scale_min_k4(2 * chunk + 1, packed);
+                // SAFETY: the block holds 128 nibble bytes from 16, and `xq` 256 values from
+                // `256 b` (`b < blocks`); unaligned loads.
+                let (q, xl, xh) = unsafe {
+                    let x = xq.as_ptr().add(256 * b + 64 * chunk);
+                    (
+                        _mm256_loadu_si256(block.as_ptr().add(16 + 32 * chunk).cast()),
+                        _mm256_loadu_si256(x.cast()),
+                        _mm256_loadu_si256(x.add(32).cast()),
+                    )
+                };
+                let lo = _mm256_and_si256(q, low);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), low);
+                let p_lo = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(lo, xl),
+                    _mm256_set1_epi16(i16::from(sc_lo)),
+                );
+                let p_hi = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(hi, xh),
+                    _mm256_set1_epi16(i16::from(sc_hi)),
+                );
+                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
+                let sum_lo = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones, xl), ones16));
+                let sum_hi = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones, xh), ones16));
+                *min = i32::from(m_lo) * sum_lo + i32::from(m_hi) * sum_hi;
+            }
+            let f16 = f16_table();
+            let d = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))] * xd[16 * b];
+            let dmin = -(f16[usize::from(u16::from_le_bytes([block[2], block[3]]))] * xd[16 * b]);
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+            for (a, &m) in acc_m.iter_mut().zip(&mins) {
+                *a = dmin.mul_add(m as f32, *a);
+            }
+        }
+        hsum(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]))
+    }
+
+    /// Sums the eight `i32` lanes of `v`.
+    #[target_feature(enable = "avx2,fma")]
+    fn hsum_i32(v: __m256i) -> i32 {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
+        _mm_cvtsi128_si32(s)
+    }
+
+    /// Q6_K against Q8_K, as [`super::dot_q6_k_portable`] computes it: the 6-bit values
+    /// (0–63) rebuilt from nibbles and bit pairs, `maddubs` with the activations minus
+    /// `maddubs` of 32 with them (the `- 32`), weighted by the 16-value scales, in `i32` lanes.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn dot_q6_k_avx2(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+        let blocks = (row.len() / 210).min(xq.len() / 256).min(xd.len() / 16);
+        let low4 = _mm256_set1_epi8(0x0F);
+        let low2 = _mm256_set1_epi8(0x03);
+        let m32 = _mm256_set1_epi8(32);
+        let mut acc = _mm256_setzero_ps();
+        for b in 0..blocks {
+            let block = &row[210 * b..210 * b + 210];
+            let mut sumi = _mm256_setzero_si256();
+            for half in 0..2 {
+                let sc = &block[192 + 8 * half..192 + 8 * half + 8];
+                // SAFETY: the block holds ql (128 bytes) and qh (64) at these offsets, and
+                // `xq` 256 values from `256 b` (`b < blocks`); unaligned loads.
+                let (ql0, ql1, qh) = unsafe {
+                    let p = block.as_ptr();
+                    (
+                        _mm256_loadu_si256(p.add(64 * half).cast()),
+                        _mm256_loadu_si256(p.add(64 * half + 32).cast()),
+                        _mm256_loadu_si256(p.add(128 + 32 * half).cast()),
+                    )
+                };
+                // The bit pairs of values 0–31, 32–63, 64–95, 96–127 of the half, moved to
+                // bits 4–5. (Closures would lose this function's target features.)
+                let h0 = _mm256_slli_epi16::<4>(_mm256_and_si256(qh, low2));
+                let h1 = _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<2>(qh), low2));
+                let h2 = _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<4>(qh), low2));
+                let h3 = _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(qh), low2));
+                let values = [
+                    _mm256_or_si256(_mm256_and_si256(ql0, low4), h0),
+                    _mm256_or_si256(_mm256_and_si256(ql1, low4), h1),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low4), h2),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low4), h3),
+                ];
+                for (k, q) in values.into_iter().enumerate() {
+                    // SAFETY: as above.
+                    let x = unsafe {
+                        _mm256_loadu_si256(xq.as_ptr().add(256 * b + 128 * half + 32 * k).cast())
+                    };
+                    let p =
+                        _mm256_sub_epi16(_mm256_maddubs_epi16(q, x), _mm256_maddubs_epi16(m32, x));
+                    let scales = _mm256_set_m128i(
+                        _mm_set1_epi16(i16::from(sc[2 * k + 1] as i8)),
+                        _mm_set1_epi16(i16::from(sc[2 * k] as i8)),
+                    );
+                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
+                }
+            }
+            let f16 = f16_table();
+            let d = f16[usize::from(u16::from_le_bytes([block[208], block[209]]))] * xd[16 * b];
+            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
+        }
+        hsum(acc)
     }
 
     #[target_feature(enable = "avx2,fma")]

@@ -140,7 +140,7 @@ fn unpack_q8_0(block: &[u8], q: &mut [i8], scale: &mut [f32], offset: &mut [f32]
 
 /// The 6-bit scale and min of sub-block `j` from the 12 packed bytes of a Q4_K/Q5_K block.
 #[inline]
-fn scale_min_k4(j: usize, packed: &[u8]) -> (u8, u8) {
+pub(crate) fn scale_min_k4(j: usize, packed: &[u8]) -> (u8, u8) {
     if j < 4 {
         (packed[j] & 63, packed[j + 4] & 63)
     } else {

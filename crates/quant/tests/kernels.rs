@@ -15,7 +15,7 @@ use stampo_quant::QuantFormat;
 use stampo_quant::act::QuantizedActs;
 use stampo_quant::dot::{
     IntRows, dot_f32, dot_f32_portable, dot_int, dot_int_portable, dot_q4_1_portable,
-    dot_q8_0_portable, dot_raw,
+    dot_q4_k_portable, dot_q5_0_portable, dot_q6_k_portable, dot_q8_0_portable, dot_raw,
 };
 use stampo_quant::matmul::{QuantMatrix, quant_matmul};
 use stampo_quant::pool::Pool;
@@ -181,9 +181,14 @@ fn fused_kernels_equal_the_portable_kernel() {
                 (fast - slow).abs() <= tol,
                 "{format} cols {cols}: fused {fast} portable {slow}"
             );
+            let (q, d) = (acts.row_q(0), acts.row_d(0));
             let portable = match format {
-                QuantFormat::Q8_0 => dot_q8_0_portable(&bytes, acts.row_q(0), acts.row_d(0)),
-                _ => dot_q4_1_portable(&bytes, acts.row_q(0), acts.row_d(0), acts.row_sum(0)),
+                QuantFormat::Q8_0 => dot_q8_0_portable(&bytes, q, d),
+                QuantFormat::Q4_1 => dot_q4_1_portable(&bytes, q, d, acts.row_sum(0)),
+                QuantFormat::Q5_0 => dot_q5_0_portable(&bytes, q, d),
+                QuantFormat::Q4K => dot_q4_k_portable(&bytes, q, d),
+                QuantFormat::Q6K => dot_q6_k_portable(&bytes, q, d),
+                _ => panic!("{format} has a fused kernel but no portable one in this test"),
             };
             assert!(
                 (portable - slow).abs() <= tol,
@@ -191,7 +196,10 @@ fn fused_kernels_equal_the_portable_kernel() {
             );
         }
     }
-    assert_eq!(fused, 4, "Q8_0 and Q4_1 at two widths have fused kernels");
+    assert_eq!(
+        fused, 10,
+        "Q8_0, Q4_1, Q5_0, Q4_K and Q6_K at two widths have fused kernels"
+    );
 }
 
 #[cfg_attr(not(target_arch = "wasm32"), test)]
