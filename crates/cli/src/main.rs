@@ -9,6 +9,12 @@ use clap::{Parser, Subcommand};
 
 mod commands;
 
+// Each decode step allocates and frees activation buffers of hundreds of kilobytes; glibc's
+// malloc hands those back to the kernel and faults fresh zeroed pages in the next step, which
+// cost SmolLM2 a fifth of its decode speed (32.6–36.3 → 41.4–42.1 tokens/s with mimalloc).
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "stampo",

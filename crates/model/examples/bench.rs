@@ -6,6 +6,10 @@
 
 use std::time::Instant;
 
+// The allocator the `stampo` binary uses (see crates/cli/src/main.rs), so the numbers agree.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use stampo_gguf::Gguf;
 use stampo_model::quant::pool::Pool;
 use stampo_model::{DeviceKind, LoadOptions, Result, Transformer, to_vec};
