@@ -1,0 +1,82 @@
+// Prefill and decode speed of the npm package in headless Chromium (the worker, the CPU path),
+// per model: the person extraction of tests/browser/package.test.mjs under its schema, run
+// twice after loading (the second run reuses the prompt from the KV cache, so the first run's
+// prefill is the one reported). Not a test: numbers depend on the machine and its load.
+//
+//   scripts/build-pkg.sh && node bench/browser/decode.mjs [MODEL.gguf ...]
+//
+// Models are read from $STAMPO_MODELS (default ~/.cache/stampo/models); the wasm from
+// $STAMPO_WASM_DIR (default ~/.cache/stampo/wasm/release).
+import { existsSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { launchChromium } from "../../tests/browser/chromium.mjs";
+import { serve } from "../../scripts/lib/static-server.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
+const cache = process.env.STAMPO_CACHE ?? join(homedir(), ".cache/stampo");
+const models = process.env.STAMPO_MODELS ?? join(cache, "models");
+const wasmDir = process.env.STAMPO_WASM_DIR ?? join(cache, "wasm/release");
+const names = process.argv.slice(2).length > 0 ? process.argv.slice(2) : [
+  "SmolLM2-135M-Instruct.Q4_1.gguf",
+  "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+  "gemma-3-270m-q4_k_m.gguf",
+];
+
+const PERSON = {
+  messages: [
+    { role: "system", content: "Estrai la persona dal testo come JSON." },
+    { role: "user", content: "Mi chiamo Giulia Rossi, ho 34 anni e vivo a Torino." },
+  ],
+  temperature: 0,
+  max_tokens: 64,
+  response_format: {
+    type: "json_schema",
+    json_schema: {
+      name: "persona",
+      schema: {
+        type: "object",
+        properties: { nome: { type: "string" }, eta: { type: "integer" }, citta: { type: "string" } },
+        required: ["nome", "eta", "citta"],
+        additionalProperties: false,
+      },
+    },
+  },
+};
+
+const server = await serve({
+  "/pkg/wasm/": wasmDir,
+  "/pkg/": join(root, "pkg/src"),
+  "/models/": models,
+  "/": join(root, "tests/browser/pages"),
+});
+const browser = await launchChromium();
+try {
+  const page = await browser.context.newPage();
+  await page.goto(`${server.origin}/blank.html`);
+  await page.evaluate(async () => { window.stampo = await import("/pkg/index.js"); });
+  console.log("| model | load s | prefill tok/s | decode tok/s (run 1, run 2) | output |");
+  console.log("|---|---|---|---|---|");
+  for (const name of names) {
+    if (!existsSync(join(models, name))) {
+      console.log(`SKIPPED: ${name} not in ${models}`);
+      continue;
+    }
+    const r = await page.evaluate(async ({ url, body }) => {
+      const t0 = performance.now();
+      const engine = await window.stampo.Stampo.load({ model: url, contextSize: 512 });
+      const load = (performance.now() - t0) / 1000;
+      const runs = [];
+      for (let i = 0; i < 2; i++) runs.push(await engine.chat.completions.create(body));
+      await engine.unload();
+      await window.stampo.Stampo.cache.delete(url).catch(() => {});
+      return { load, runs: runs.map((o) => ({ t: o.timings, text: o.choices[0].message.content })) };
+    }, { url: `/models/${name}`, body: PERSON });
+    const [a, b] = r.runs;
+    console.log(`| ${name} | ${r.load.toFixed(1)} | ${a.t.prompt_per_second.toFixed(1)} | ${a.t.predicted_per_second.toFixed(1)}, ${b.t.predicted_per_second.toFixed(1)} | ${a.text.replace(/\s+/g, " ")} |`);
+  }
+} finally {
+  await browser.close();
+  await server.close();
+}
