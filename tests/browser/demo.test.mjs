@@ -154,6 +154,11 @@ test("installable, and with the server gone a reload still runs an extraction", 
   });
   assert.equal(manifest.display, "standalone");
   assert.ok(manifest.icons.length > 0);
+  // Chromium's own verdict on installability (what its install prompt checks).
+  const cdp = await page.context().newCDPSession(page);
+  const { installabilityErrors } = await cdp.send("Page.getInstallabilityErrors");
+  assert.deepEqual(installabilityErrors, [], JSON.stringify(installabilityErrors));
+  await cdp.detach();
   const controlled = await page.evaluate(async () => {
     await navigator.serviceWorker.ready;
     // The worker claims the page once active; wait for it to control this page.
