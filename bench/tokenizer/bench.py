@@ -43,7 +43,24 @@ def mixed_text(size=1 << 20):
     return "\n".join(out)
 
 
-def llama_cpp_tokenize(path, text, runs):
+def chunks(data, size):
+    """Pieces of at most `size` bytes cut just after their last newline (as bench_tokenize cuts them)."""
+    out, start = [], 0
+    while start < len(data):
+        end = min(start + size, len(data))
+        if end < len(data):
+            nl = data.rfind(b"\n", start, end)
+            if nl > start:
+                end = nl + 1
+            else:
+                while end > start and (data[end] & 0xC0) == 0x80:
+                    end -= 1
+        out.append(data[start:end])
+        start = end
+    return out
+
+
+def llama_cpp_tokenize(path, text, runs, chunk=None):
     import llama_cpp
     cb = llama_cpp.llama_log_callback(lambda level, text, user: None)
     llama_cpp.llama_log_set(cb, ctypes.c_void_p())
@@ -52,17 +69,20 @@ def llama_cpp_tokenize(path, text, runs):
     model = llama_cpp.llama_model_load_from_file(path.encode(), params)
     vocab = llama_cpp.llama_model_get_vocab(model)
     data = text.encode()
+    pieces = chunks(data, chunk) if chunk else [data]
     n = len(data) + 16
     buf = (llama_cpp.llama_token * n)()
     best = float("inf")
-    got = 0
+    ids = []
     for _ in range(runs):
+        ids = []
         t = time.perf_counter()
-        got = llama_cpp.llama_tokenize(vocab, data, len(data), buf, n, False, False)
+        for piece in pieces:
+            got = llama_cpp.llama_tokenize(vocab, piece, len(piece), buf, n, False, False)
+            ids.extend(buf[:got])
         best = min(best, time.perf_counter() - t)
         if best > 10:
             break  # one run is enough when a run takes this long
-    ids = list(buf[:got])
     llama_cpp.llama_model_free(model)
     return best, ids
 
@@ -71,6 +91,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--json")
+    ap.add_argument("--chunk", type=int, help="encode the text in pieces of at most this many bytes, "
+                    "cut after a newline (as prompts come), instead of as one piece")
     args = ap.parse_args()
     models_dir = os.environ.get("STAMPO_MODELS", os.path.expanduser("~/.cache/stampo/models"))
     text = mixed_text()
@@ -84,16 +106,18 @@ def main():
         with open(text_path, "w", encoding="utf-8") as f:
             f.write(text)
         mb = len(text.encode()) / 1e6
-        print(f"text: {len(text.encode())} bytes of mixed text; best of {args.runs} runs")
+        how = f"in pieces of at most {args.chunk} bytes" if args.chunk else "as one piece"
+        print(f"text: {len(text.encode())} bytes of mixed text, {how}; best of {args.runs} runs")
         print(f"{'model':10} {'llama.cpp MB/s':>15} {'stampo MB/s':>12} {'ratio':>6} {'same ids':>9} {'header parse':>13}")
         for name, file in MODELS.items():
             path = os.path.join(models_dir, file)
             if not os.path.exists(path):
                 print(f"{name:10} skipped: {path} not present")
                 continue
-            ref_s, ref_ids = llama_cpp_tokenize(path, text, args.runs)
+            ref_s, ref_ids = llama_cpp_tokenize(path, text, args.runs, args.chunk)
             ids_path = os.path.join(tmp, f"{name}.ids.json")
-            out = subprocess.run([exe, path, text_path, str(args.runs), ids_path], check=True,
+            extra = [str(args.chunk)] if args.chunk else []
+            out = subprocess.run([exe, path, text_path, str(args.runs), ids_path, *extra], check=True,
                                  capture_output=True, text=True).stdout
             ours = json.loads(out)
             same = json.load(open(ids_path)) == ref_ids
