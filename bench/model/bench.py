@@ -17,6 +17,24 @@ import time
 from pathlib import Path
 
 import llama_cpp
+import llama_cpp.llama
+import llama_cpp.llama_cpp
+
+
+def _without_extra_buffer_types():
+    """Model parameters with llama.cpp's extra CPU buffer types (AMX and repacked weights) off.
+
+    On this project's VMs the CPU advertises AMX but faults on it: with them on, llama.cpp
+    crashes with a segmentation fault at the first evaluation. The high-level `Llama` class
+    has no parameter for it, so its default parameters are patched.
+    """
+    params = _default_params()
+    params.use_extra_bufts = False
+    return params
+
+
+_default_params = llama_cpp.llama_cpp.llama_model_default_params
+llama_cpp.llama.llama_cpp.llama_model_default_params = _without_extra_buffer_types
 
 MODELS = [
     "SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -31,7 +49,8 @@ def token(i: int, vocab: int) -> int:
 
 
 def llama_cpp_run(path: Path, threads: int, prefill: int, decode: int) -> dict:
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=prefill + decode + 8, n_batch=prefill,
+    # n_batch covers the whole context: `scores` has n_batch rows and is indexed by position.
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=prefill + decode + 8, n_batch=prefill + decode + 8,
                           n_threads=threads, n_threads_batch=threads, verbose=False)
     ids = [token(i, llm.n_vocab()) for i in range(prefill)]
     t0 = time.perf_counter()
