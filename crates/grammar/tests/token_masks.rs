@@ -46,6 +46,26 @@ fn brute_force(m: &mut Matcher, v: &Vocabulary) -> Vec<u32> {
         .collect()
 }
 
+/// Commits `doc`'s tokens one by one from the matcher's current state, checking every
+/// `every`-th mask against brute force on the way, and that the document may end after them.
+fn check_masks_along(m: &mut Matcher, v: &Vocabulary, doc: &[u8], every: usize, what: &str) {
+    let mut mask = vec![0u32; v.mask_words()];
+    let text = String::from_utf8_lossy(doc);
+    for (i, id) in common::greedy_tokens(v, doc).into_iter().enumerate() {
+        if i % every == 0 {
+            m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                bits(&mask),
+                brute_force(m, v),
+                "{what}: after {i} tokens of {text}"
+            );
+        }
+        m.commit_token(id)
+            .unwrap_or_else(|e| panic!("{what}: {e} at token {i} of {text}"));
+    }
+    assert!(m.can_end(), "{what}: {text}");
+}
+
 #[test]
 fn masks_equal_brute_force_along_a_json_document() {
     let Some(v) = common::vocab(SMOLLM2) else {
@@ -104,22 +124,9 @@ fn masks_equal_brute_force_on_a_schema_shaped_grammar() {
     ];
     let mut m =
         Matcher::with_vocabulary(grammar(SCHEMA_LIKE), v.clone()).unwrap_or_else(|e| panic!("{e}"));
-    let mut mask = vec![0u32; v.mask_words()];
     for doc in docs {
         m.reset();
-        for (i, id) in common::greedy_tokens(&v, doc).into_iter().enumerate() {
-            if i % 3 == 0 {
-                m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
-                assert_eq!(
-                    bits(&mask),
-                    brute_force(&mut m, &v),
-                    "after {i} tokens of {:?}",
-                    String::from_utf8_lossy(doc)
-                );
-            }
-            m.commit_token(id).unwrap_or_else(|e| panic!("{e}"));
-        }
-        assert!(m.can_end());
+        check_masks_along(&mut m, &v, doc, 3, "schema-shaped grammar");
     }
 }
 
@@ -154,25 +161,9 @@ fn masks_equal_brute_force_on_multibyte_strings_in_large_vocabularies() {
         let v = Arc::new(v);
         let mut m = Matcher::with_vocabulary(grammar(MULTIBYTE), v.clone())
             .unwrap_or_else(|e| panic!("{e}"));
-        let mut mask = vec![0u32; v.mask_words()];
         for doc in docs {
             m.reset();
-            for (i, id) in common::greedy_tokens(&v, doc.as_bytes())
-                .into_iter()
-                .enumerate()
-            {
-                if i % 2 == 0 {
-                    m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
-                    assert_eq!(
-                        bits(&mask),
-                        brute_force(&mut m, &v),
-                        "{file}: after {i} tokens of {doc}"
-                    );
-                }
-                m.commit_token(id)
-                    .unwrap_or_else(|e| panic!("{file}: {e} at token {i} of {doc}"));
-            }
-            assert!(m.can_end(), "{file}: {doc}");
+            check_masks_along(&mut m, &v, doc.as_bytes(), 2, file);
         }
     }
 }
@@ -391,7 +382,6 @@ fn masks_equal_brute_force_on_maskbench_schemas() {
         "Snowplow/Snowplow---sp_104_Normalized.json",
         "Glaiveai2K/Glaiveai2K---analyze_health_data_4ad104b4.json",
     ];
-    let mut mask = vec![0u32; v.mask_words()];
     for file in files {
         let text =
             std::fs::read_to_string(root.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
@@ -409,22 +399,7 @@ fn masks_equal_brute_force_on_maskbench_schemas() {
         {
             let doc = serde_json::to_string(&test["data"]).unwrap_or_default();
             m.reset();
-            for (i, id) in common::greedy_tokens(&v, doc.as_bytes())
-                .into_iter()
-                .enumerate()
-            {
-                if i % 3 == 0 {
-                    m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
-                    assert_eq!(
-                        bits(&mask),
-                        brute_force(&mut m, &v),
-                        "{file}: after {i} tokens of {doc}"
-                    );
-                }
-                m.commit_token(id)
-                    .unwrap_or_else(|e| panic!("{file}: {e} in {doc}"));
-            }
-            assert!(m.can_end(), "{file}: {doc}");
+            check_masks_along(&mut m, &v, doc.as_bytes(), 3, file);
         }
     }
 }
