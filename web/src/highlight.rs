@@ -70,115 +70,82 @@ pub fn spans(text: &str, mode: Mode) -> Vec<(Kind, &str)> {
     out
 }
 
-/// Byte length of the string literal starting at `s[0]` (a quote): up to and including the
-/// closing quote, or to the end of the line when it is not closed yet.
-fn string_len(s: &str, quote: char) -> usize {
+/// Byte length of the literal that `s[0]` opens (a quote, a class's `[`): through `close`,
+/// escapes skipped, or to the end of the line when it is not closed yet.
+fn delimited_len(s: &str, close: char) -> usize {
     let mut escaped = false;
     for (i, c) in s.char_indices().skip(1) {
         match c {
             _ if escaped => escaped = false,
             '\\' => escaped = true,
             '\n' => return i,
-            c if c == quote => return i + 1,
+            c if c == close => return i + 1,
             _ => {}
         }
     }
     s.len()
+}
+
+/// Byte length of the run of characters at the start of `s` that `keep` accepts.
+fn run_len(s: &str, keep: impl Fn(char) -> bool) -> usize {
+    s.char_indices()
+        .find(|&(_, c)| !keep(c))
+        .map_or(s.len(), |(i, _)| i)
+}
+
+/// `(kind, end)` pairs covering `text`: `token` gives the kind and byte length of the token
+/// that starts with `c` at the start of `rest` (at least the character itself is taken).
+fn cuts(text: &str, token: impl Fn(char, &str) -> (Kind, usize)) -> Vec<(Kind, usize)> {
+    let mut cuts = Vec::new();
+    let mut i = 0;
+    while let Some(c) = text[i..].chars().next() {
+        let (kind, len) = token(c, &text[i..]);
+        i += len.max(c.len_utf8());
+        cuts.push((kind, i));
+    }
+    cuts
 }
 
 /// `(kind, end)` pairs for JSON: a string followed by `:` is a key.
 fn json_cuts(text: &str) -> Vec<(Kind, usize)> {
-    let mut cuts = Vec::new();
-    let mut i = 0;
-    while let Some(c) = text[i..].chars().next() {
-        let rest = &text[i..];
-        let (kind, len) = match c {
-            '"' => {
-                let len = string_len(rest, '"');
-                let after = rest[len..].trim_start();
-                let kind = if after.starts_with(':') {
-                    Kind::Key
-                } else {
-                    Kind::String
-                };
-                (kind, len)
-            }
-            '{' | '}' | '[' | ']' | ':' | ',' => (Kind::Punct, 1),
-            '-' | '0'..='9' => (Kind::Literal, word_len(rest)),
-            'a'..='z' => {
-                let len = word_len(rest);
-                let kind = if matches!(&rest[..len], "true" | "false" | "null") {
-                    Kind::Literal
-                } else {
-                    Kind::Plain
-                };
-                (kind, len)
-            }
-            _ => (Kind::Plain, c.len_utf8()),
-        };
-        i += len.max(c.len_utf8());
-        cuts.push((kind, i));
-    }
-    cuts
-}
-
-/// Length of a run of number or word characters.
-fn word_len(s: &str) -> usize {
-    s.char_indices()
-        .find(|(_, c)| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '+' | '.' | '_')))
-        .map_or(s.len(), |(i, _)| i)
+    let word = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '+' | '.' | '_');
+    cuts(text, |c, rest| match c {
+        '"' => {
+            let len = delimited_len(rest, '"');
+            let key = rest[len..].trim_start().starts_with(':');
+            (if key { Kind::Key } else { Kind::String }, len)
+        }
+        '{' | '}' | '[' | ']' | ':' | ',' => (Kind::Punct, 1),
+        '-' | '0'..='9' => (Kind::Literal, run_len(rest, word)),
+        'a'..='z' => {
+            let len = run_len(rest, word);
+            let literal = matches!(&rest[..len], "true" | "false" | "null");
+            (if literal { Kind::Literal } else { Kind::Plain }, len)
+        }
+        _ => (Kind::Plain, c.len_utf8()),
+    })
 }
 
 /// `(kind, end)` pairs for GBNF: a name followed by `::=` is a rule being defined.
 fn gbnf_cuts(text: &str) -> Vec<(Kind, usize)> {
-    let mut cuts = Vec::new();
-    let mut i = 0;
-    while let Some(c) = text[i..].chars().next() {
-        let rest = &text[i..];
-        let (kind, len) = match c {
-            '#' => (Kind::Comment, rest.find('\n').unwrap_or(rest.len())),
-            '"' => (Kind::String, string_len(rest, '"')),
-            '[' => (Kind::Class, class_len(rest)),
-            '{' => (
-                Kind::Literal,
-                rest.find('}').map_or(rest.len(), |end| end + 1),
-            ),
-            ':' if rest.starts_with("::=") => (Kind::Punct, 3),
-            '|' | '(' | ')' | '*' | '+' | '?' => (Kind::Punct, 1),
-            c if c.is_ascii_alphanumeric() || c == '-' || c == '_' => {
-                let len = rest
-                    .char_indices()
-                    .find(|(_, c)| !(c.is_ascii_alphanumeric() || *c == '-' || *c == '_'))
-                    .map_or(rest.len(), |(i, _)| i);
-                let kind = if rest[len..].trim_start().starts_with("::=") {
-                    Kind::Key
-                } else {
-                    Kind::Plain
-                };
-                (kind, len)
-            }
-            _ => (Kind::Plain, c.len_utf8()),
-        };
-        i += len.max(c.len_utf8());
-        cuts.push((kind, i));
-    }
-    cuts
-}
-
-/// Byte length of the character class starting at `s[0]` (`[`): through its `]`, escapes
-/// skipped, or to the end of the line when it is not closed yet.
-fn class_len(s: &str) -> usize {
-    let mut escaped = false;
-    for (i, c) in s.char_indices().skip(1) {
-        match c {
-            _ if escaped => escaped = false,
-            '\\' => escaped = true,
-            '\n' => return i,
-            ']' => return i + 1,
-            _ => {}
+    let name = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_';
+    cuts(text, |c, rest| match c {
+        '#' => (Kind::Comment, rest.find('\n').unwrap_or(rest.len())),
+        '"' => (Kind::String, delimited_len(rest, '"')),
+        '[' => (Kind::Class, delimited_len(rest, ']')),
+        '{' => (
+            Kind::Literal,
+            rest.find('}').map_or(rest.len(), |end| end + 1),
+        ),
+        ':' if rest.starts_with("::=") => (Kind::Punct, 3),
+        '|' | '(' | ')' | '*' | '+' | '?' => (Kind::Punct, 1),
+        c if name(c) => {
+            let len = run_len(rest, name);
+            let defined = rest[len..].trim_start().starts_with("::=");
+            (if defined { Kind::Key } else { Kind::Plain }, len)
         }
-    }
-    s.len()
+        _ => (Kind::Plain, c.len_utf8()),
+    })
 }
 
 #[cfg(test)]
