@@ -6,7 +6,7 @@
 //! the portable loops below, which are also the reference the others are tested against.
 
 use crate::act::QuantizedActs;
-use crate::format::{QuantFormat, f16_table, read_f16};
+use crate::format::{QuantFormat, f16_at, f16_table, read_f16};
 use crate::unpack::{GROUP, scale_min_k4};
 
 /// A decoded weight row and an encoded activation row, both of `cols` values.
@@ -166,7 +166,7 @@ pub fn dot_q8_0_portable(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
             .zip(x)
             .map(|(&w, &x)| i32::from(w as i8) * i32::from(x))
             .sum();
-        let scale = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))];
+        let scale = f16_at(f16, block, 0);
         total += scale * d[0] * isum as f32;
     }
     total
@@ -190,8 +190,8 @@ pub fn dot_q4_1_portable(row: &[u8], xq: &[i8], xd: &[f32], xsum: &[f32]) -> f32
                 i32::from(b & 0x0F) * i32::from(l) + i32::from(b >> 4) * i32::from(h)
             })
             .sum();
-        let scale = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))];
-        let min = f16[usize::from(u16::from_le_bytes([block[2], block[3]]))];
+        let scale = f16_at(f16, block, 0);
+        let min = f16_at(f16, block, 2);
         total += scale * d[0] * isum as f32 + min * (s[0] + s[1]);
     }
     total
@@ -312,7 +312,7 @@ fn has_avx2() -> bool {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{GROUP, IntRows};
-    use crate::format::f16_table;
+    use crate::format::{f16_at, f16_table};
     use std::arch::x86_64::*;
 
     /// Sums the eight lanes of `v`.
@@ -387,7 +387,7 @@ mod x86 {
             };
             let prod = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
             let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
-            let scale = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))] * d[0];
+            let scale = f16_at(f16, block, 0) * d[0];
             acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(scale), acc);
         }
         hsum(acc)
@@ -419,8 +419,8 @@ mod x86 {
             let hi = _mm_and_si128(_mm_srli_epi16::<4>(packed), low);
             let w = _mm256_set_m128i(hi, lo);
             let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones));
-            let dw = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))];
-            let mw = f16[usize::from(u16::from_le_bytes([block[2], block[3]]))];
+            let dw = f16_at(f16, block, 0);
+            let mw = f16_at(f16, block, 2);
             acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * d[0]), acc);
             // The min times the activations' sum, in lane 0 (kept off the scalar chain).
             mins = _mm256_fmadd_ps(
@@ -472,7 +472,7 @@ mod x86 {
             let w = _mm256_or_si256(nibbles, _mm256_andnot_si256(set, high_clear));
             let prod = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
             let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
-            let scale = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))] * xd[2 * b];
+            let scale = f16_at(f16, block, 0) * xd[2 * b];
             acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(scale), acc);
         }
         hsum(acc)
@@ -526,8 +526,8 @@ mod x86 {
                 *min = i32::from(m_lo) * sum_lo + i32::from(m_hi) * sum_hi;
             }
             let f16 = f16_table();
-            let d = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))] * xd[16 * b];
-            let dmin = -(f16[usize::from(u16::from_le_bytes([block[2], block[3]]))] * xd[16 * b]);
+            let d = f16_at(f16, block, 0) * xd[16 * b];
+            let dmin = -(f16_at(f16, block, 2) * xd[16 * b]);
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
             for (a, &m) in acc_m.iter_mut().zip(&mins) {
                 *a = dmin.mul_add(m as f32, *a);
@@ -597,7 +597,7 @@ mod x86 {
                 }
             }
             let f16 = f16_table();
-            let d = f16[usize::from(u16::from_le_bytes([block[208], block[209]]))] * xd[16 * b];
+            let d = f16_at(f16, block, 208) * xd[16 * b];
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         }
         hsum(acc)
@@ -642,7 +642,7 @@ mod x86 {
 #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
 mod wasm {
     use super::{GROUP, IntRows};
-    use crate::format::f16_table;
+    use crate::format::{f16_at, f16_table};
     use core::arch::wasm32::*;
 
     fn hsum(v: v128) -> f32 {
@@ -699,7 +699,7 @@ mod wasm {
                     dot_i8x16(load16(&block[18..]), load16(&x[16..])),
                 )
             };
-            let scale = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))] * d[0];
+            let scale = f16_at(f16, block, 0) * d[0];
             acc = f32x4_add(
                 acc,
                 f32x4_mul(f32x4_convert_i32x4(sums), f32x4_splat(scale)),
@@ -725,8 +725,8 @@ mod wasm {
             let lo = v128_and(packed, low);
             let hi = u8x16_shr(packed, 4);
             let sums = i32x4_add(dot_i8x16(lo, x0), dot_i8x16(hi, x1));
-            let dw = f16[usize::from(u16::from_le_bytes([block[0], block[1]]))];
-            let mw = f16[usize::from(u16::from_le_bytes([block[2], block[3]]))];
+            let dw = f16_at(f16, block, 0);
+            let mw = f16_at(f16, block, 2);
             acc = f32x4_add(
                 acc,
                 f32x4_mul(f32x4_convert_i32x4(sums), f32x4_splat(dw * d[0])),

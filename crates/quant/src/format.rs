@@ -148,7 +148,13 @@ pub enum ActivationFormat {
 /// Reads the little-endian `f16` at `bytes[at..at + 2]` as `f32`.
 #[inline]
 pub(crate) fn read_f16(bytes: &[u8], at: usize) -> f32 {
-    f16_table()[usize::from(u16::from_le_bytes([bytes[at], bytes[at + 1]]))]
+    f16_at(f16_table(), bytes, at)
+}
+
+/// [`read_f16`] through a table the caller fetched once (hot loops read a scale per block).
+#[inline]
+pub(crate) fn f16_at(table: &[f32; 1 << 16], bytes: &[u8], at: usize) -> f32 {
+    table[usize::from(u16::from_le_bytes([bytes[at], bytes[at + 1]]))]
 }
 
 /// Every `f16` as `f32` (256 KiB), as ggml keeps it: block scales are read millions of times
