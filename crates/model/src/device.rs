@@ -24,11 +24,19 @@ impl DeviceKind {
         }
     }
 
-    /// The burn device. The CPU path never initialises wgpu.
+    /// The burn device. The CPU path never initialises wgpu; the wgpu path asks for an adapter
+    /// now, so a machine without one gets an error here rather than a panic later.
     pub fn device(self) -> Result<Device> {
         match self {
             DeviceKind::Cpu => Ok(Device::flex()),
-            DeviceKind::Wgpu => Err(ModelError::DeviceUnavailable("wgpu".to_string())),
+            #[cfg(feature = "wgpu")]
+            DeviceKind::Wgpu => Device::wgpu_options()
+                .init()
+                .map_err(|e| ModelError::DeviceUnavailable(format!("wgpu ({e})"))),
+            #[cfg(not(feature = "wgpu"))]
+            DeviceKind::Wgpu => Err(ModelError::DeviceUnavailable(
+                "wgpu (built without the `wgpu` feature)".to_string(),
+            )),
         }
     }
 }

@@ -85,7 +85,7 @@ pub enum ModelError {
     EmptyInput,
 
     /// The requested device is not compiled in or could not be created.
-    #[error("device '{0}' is not available in this build")]
+    #[error("device {0} is not available")]
     DeviceUnavailable(String),
 
     /// Reading results back from the device failed.

@@ -3,7 +3,7 @@
 
 use burn::module::{Module, Param};
 use burn::tensor::activation::{gelu_approximate, softmax};
-use burn::tensor::{Bool, Device, FloatDType, Tensor, TensorData};
+use burn::tensor::{Bool, DType, Device, FloatDType, Tensor, TensorData};
 
 use crate::quant::QLinear;
 
@@ -31,12 +31,16 @@ impl RmsNorm {
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         // ggml squares in f32 and sums in f64; an f32 sum rounds differently in the last bit,
         // enough to flip an 8-bit activation quant now and then.
-        let ms = x
-            .clone()
-            .square()
-            .cast(FloatDType::F64)
-            .mean_dim(D - 1)
-            .cast(FloatDType::F32);
+        // WebGPU has no f64: there the sum stays in f32.
+        let squares = x.clone().square();
+        let ms = if squares.device().supports_dtype(DType::F64) {
+            squares
+                .cast(FloatDType::F64)
+                .mean_dim(D - 1)
+                .cast(FloatDType::F32)
+        } else {
+            squares.mean_dim(D - 1)
+        };
         let x = x * (ms + self.eps).sqrt().recip();
         x * self.weight.val().unsqueeze::<D>()
     }
@@ -122,6 +126,17 @@ impl Rope {
     }
 }
 
+/// `t` rounded to the nearest `f16`, as llama.cpp's CPU backend rounds its f16 operands, where
+/// the device has `f16`; unchanged where it has not (WebGPU without `shader-f16`, as in Chrome
+/// on Linux), at the price of logits a few thousandths further from llama.cpp's.
+pub fn round_through_f16<const D: usize>(t: Tensor<D>) -> Tensor<D> {
+    if t.device().supports_dtype(DType::F16) {
+        t.cast(FloatDType::F16).cast(FloatDType::F32)
+    } else {
+        t
+    }
+}
+
 /// Keys and values of every past position for one layer, allocated once at full capacity and
 /// written in place as tokens arrive.
 #[derive(Module, Debug)]
@@ -157,8 +172,8 @@ impl KvCache {
     pub fn append(&mut self, k: Tensor<3>, v: Tensor<3>, start: usize) -> (Tensor<3>, Tensor<3>) {
         let [heads, tokens, dim] = k.dims();
         let end = start + tokens;
-        let k = k.cast(FloatDType::F16).cast(FloatDType::F32);
-        let v = v.cast(FloatDType::F16).cast(FloatDType::F32);
+        let k = round_through_f16(k);
+        let v = round_through_f16(v);
         self.keys
             .inplace(|c| c.slice_assign([0..heads, start..end, 0..dim], k));
         self.values
@@ -257,16 +272,14 @@ impl Attention {
         // llama.cpp's CPU attention (without flash attention) multiplies the f16 cache by
         // Q converted to f16, and the f16 V cache by the probabilities converted to f16;
         // rounding the same two operands keeps our logits within hundredths of its logits.
-        let q = q.cast(FloatDType::F16).cast(FloatDType::F32);
+        let q = round_through_f16(q);
         let scores = q.matmul(keys.swap_dims(1, 2)) * self.scale;
         let mask = attention_mask(start, tokens, self.window, &scores.device());
         let scores = scores.mask_fill(
             mask.unsqueeze::<3>().expand([h, tokens, total]),
             f32::NEG_INFINITY,
         );
-        let probs = softmax(scores, 2)
-            .cast(FloatDType::F16)
-            .cast(FloatDType::F32);
+        let probs = round_through_f16(softmax(scores, 2));
         let out = probs.matmul(values);
         self.o
             .forward(out.swap_dims(0, 1).reshape([tokens, h * hd]))
@@ -300,8 +313,7 @@ pub struct Mlp {
 /// input rounded to `f16`, holding `f16` results; 0 at or below -10 and the input itself at
 /// or above 10.
 fn gelu_like_ggml(x: Tensor<2>) -> Tensor<2> {
-    let half = |t: Tensor<2>| t.cast(FloatDType::F16).cast(FloatDType::F32);
-    let y = half(gelu_approximate(half(x.clone())));
+    let y = round_through_f16(gelu_approximate(round_through_f16(x.clone())));
     let y = y.mask_where(x.clone().greater_equal_elem(10.0), x.clone());
     y.mask_fill(x.lower_equal_elem(-10.0), 0.0)
 }

@@ -4,7 +4,7 @@
 //! their metadata into a [`ModelConfig`]; this module builds the blocks from it.
 
 use burn::module::Module;
-use burn::tensor::{Device, Int, Tensor, TensorData};
+use burn::tensor::{Device, Tensor};
 use stampo_gguf::Gguf;
 
 use crate::config::{ArchMetadata, LoadOptions, ModelConfig};
@@ -304,10 +304,7 @@ impl Transformer {
                 capacity: cache.capacity(),
             });
         }
-        let device = self.norm.weight.device();
-        let ids: Vec<i64> = tokens.iter().map(|&t| i64::from(t)).collect();
-        let ids = Tensor::<1, Int>::from_data(TensorData::new(ids, [n]), &device);
-        let mut x = self.embedding.rows_of(ids);
+        let mut x = self.embedding.rows_of(tokens);
         if let Some(s) = self.config.embedding_scale {
             x = x * s;
         }

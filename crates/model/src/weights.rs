@@ -4,7 +4,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 use stampo_gguf::{Gguf, TensorInfo, dequantize_to_vec};
 
 use crate::error::{ModelError, Result};
-use crate::quant::{QLinear, QuantFormat, QuantLayout, blocks_tensor};
+use crate::quant::{QLinear, QuantFormat, QuantLayout};
 
 /// Reads tensors from `gguf` onto `device`.
 pub struct Weights<'g, 'a> {
@@ -66,12 +66,17 @@ impl<'g, 'a> Weights<'g, 'a> {
         })?;
         let bytes = self.gguf.tensor_data(info);
         self.bytes += bytes.len();
-        let blocks = blocks_tensor(bytes, &self.device);
         let bias = match bias_name {
             Some(b) => Some(self.vector(b, rows)?),
             None => None,
         };
-        QLinear::new(name, blocks, bias, QuantLayout { format, rows, cols })
+        QLinear::from_bytes(
+            name,
+            bytes,
+            bias,
+            QuantLayout { format, rows, cols },
+            &self.device,
+        )
     }
 
     /// A vector of `len` values (norm scales, biases), as `f32`.

@@ -23,6 +23,10 @@ const LOGIT_TOLERANCE: f32 = 0.25;
 /// and the tokens after them are a different text.
 const TIE_MARGIN: f32 = 0.1;
 
+/// The same bound on the wgpu device, which multiplies in `f32` where llama.cpp's CPU backend
+/// (and ours) rounds activations to 8 bits first, and keeps `f32` where they round to `f16`.
+const WGPU_LOGIT_TOLERANCE: f32 = 0.5;
+
 /// Largest allowed relative perplexity difference (the 1%).
 const PERPLEXITY_TOLERANCE: f64 = 0.01;
 
@@ -167,6 +171,82 @@ fidelity_tests! {
     smollm2_cpu: "SmolLM2-135M-Instruct.Q4_1.gguf", DeviceKind::Cpu;
     qwen2_cpu: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", DeviceKind::Cpu;
     gemma3_cpu: "gemma-3-270m-q4_k_m.gguf", DeviceKind::Cpu;
+    smollm2_wgpu: "SmolLM2-135M-Instruct.Q4_1.gguf", DeviceKind::Wgpu;
+    qwen2_wgpu: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", DeviceKind::Wgpu;
+    gemma3_wgpu: "gemma-3-270m-q4_k_m.gguf", DeviceKind::Wgpu;
+}
+
+/// The wgpu device, or `None` (with the reason printed) where this build or machine has none;
+/// `STAMPO_REQUIRE_WGPU=1` (set by `scripts/test.sh`) makes a missing adapter a failure.
+fn wgpu_device() -> Option<stampo_model::Device> {
+    match DeviceKind::Wgpu.device() {
+        Ok(device) => Some(device),
+        Err(e) => {
+            assert!(
+                std::env::var("STAMPO_REQUIRE_WGPU").as_deref() != Ok("1"),
+                "STAMPO_REQUIRE_WGPU=1 but {e}"
+            );
+            println!("SKIPPED the wgpu device: {e}");
+            None
+        }
+    }
+}
+
+/// The first-position logits of the first `prompts` fixture prompts on the wgpu device: the
+/// top 20 within `WGPU_LOGIT_TOLERANCE` of llama.cpp's and the same first token. The full
+/// greedy check (`smollm2_wgpu` …) is too slow for CI on lavapipe, which runs a 135M model at
+/// about one token a second; this one prefills only.
+fn check_first_logits_on_wgpu(file: &str, prompts: usize) {
+    let Some(bytes) = model_bytes(file) else {
+        return;
+    };
+    let Some(fx) = fixture(file) else { return };
+    let Some(device) = wgpu_device() else { return };
+    let gguf = Gguf::parse(&bytes).expect("model parses");
+    let model =
+        Transformer::load(&gguf, &device, LoadOptions { context: 128 }).expect("model loads");
+    let mut cache = model.new_cache();
+    let mut max_abs = 0.0f32;
+    for prompt in fx.prompts.iter().take(prompts) {
+        cache.reset();
+        let logits = to_vec(
+            model
+                .forward(&prompt.ids, &mut cache, false)
+                .expect("prefill"),
+        )
+        .expect("readback");
+        for &(id, want) in &prompt.top {
+            max_abs = max_abs.max((logits[id as usize] - want).abs());
+        }
+        assert_eq!(
+            argmax(&logits),
+            prompt.greedy[0],
+            "{file}: {:?}",
+            prompt.text
+        );
+    }
+    println!(
+        "{file} on wgpu: top-20 logits of {prompts} prompts within {max_abs:.4} of llama.cpp's"
+    );
+    assert!(
+        max_abs <= WGPU_LOGIT_TOLERANCE,
+        "top-20 logits differ by up to {max_abs} (tolerance {WGPU_LOGIT_TOLERANCE})"
+    );
+}
+
+#[test]
+fn smollm2_first_logits_on_wgpu() {
+    check_first_logits_on_wgpu("SmolLM2-135M-Instruct.Q4_1.gguf", 2);
+}
+
+#[test]
+fn qwen2_first_logits_on_wgpu() {
+    check_first_logits_on_wgpu("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", 2);
+}
+
+#[test]
+fn gemma3_first_logits_on_wgpu() {
+    check_first_logits_on_wgpu("gemma-3-270m-q4_k_m.gguf", 2);
 }
 
 /// The token greedy decoding picks after `ids` on the CPU, or `None` when the model is absent.

@@ -7,7 +7,8 @@
 //! - [`dot`]: the dot products — AVX2 on x86-64 (chosen at run time; never AVX-512 or AMX),
 //!   `simd128` in wasm32, portable loops elsewhere — fused straight from the GGUF bytes where
 //!   the format allows;
-//! - [`matmul`] and [`pool`]: rows spread over worker threads that park between jobs.
+//! - [`matmul`] and [`pool`]: rows spread over worker threads that park between jobs;
+//! - [`sample`]: random matrices in every format, the test data every kernel is checked on.
 //!
 //! `stampo-model` wraps this as a burn backend extension on its CPU device.
 
@@ -16,6 +17,7 @@ pub mod dot;
 pub mod format;
 pub mod matmul;
 pub mod pool;
+pub mod sample;
 pub mod unpack;
 
 pub use format::{ActivationFormat, QuantFormat};

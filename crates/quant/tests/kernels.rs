@@ -9,7 +9,6 @@
 //! The same tests run as wasm32 in Node (`scripts/test-wasm-kernels.sh`), where the kernels
 //! under test are the `simd128` ones.
 
-use half::f16;
 use stampo_gguf::{GgmlType, dequantize_to_vec};
 use stampo_quant::QuantFormat;
 use stampo_quant::act::QuantizedActs;
@@ -19,71 +18,9 @@ use stampo_quant::dot::{
 };
 use stampo_quant::matmul::{QuantMatrix, quant_matmul};
 use stampo_quant::pool::Pool;
+use stampo_quant::sample::{Rng, random_matrix};
 use stampo_quant::unpack::{UnpackedRow, dequantize_row, unpack_row};
 use std::sync::Arc;
-
-/// xorshift64*: reproducible test data without a dependency.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    /// Uniform in [-1, 1).
-    fn float(&mut self) -> f32 {
-        (self.next() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
-    }
-}
-
-fn put_f16(bytes: &mut [u8], at: usize, v: f32) {
-    bytes[at..at + 2].copy_from_slice(&f16::from_f32(v).to_le_bytes());
-}
-
-/// `rows` rows of `cols` values in `format`: random quants, scales of realistic size.
-fn random_matrix(format: QuantFormat, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
-    let n_blocks = rows * cols / format.block_len();
-    let bb = format.block_bytes();
-    let mut bytes = vec![0u8; n_blocks * bb];
-    match format {
-        QuantFormat::F32 => {
-            for c in bytes.chunks_exact_mut(4) {
-                c.copy_from_slice(&rng.float().to_le_bytes());
-            }
-        }
-        QuantFormat::F16 => {
-            for c in bytes.chunks_exact_mut(2) {
-                c.copy_from_slice(&f16::from_f32(rng.float()).to_le_bytes());
-            }
-        }
-        _ => {
-            for block in bytes.chunks_exact_mut(bb) {
-                for b in block.iter_mut() {
-                    *b = rng.next() as u8;
-                }
-                let scale = 0.01 + 0.02 * rng.float().abs();
-                match format {
-                    QuantFormat::Q4_0 | QuantFormat::Q5_0 | QuantFormat::Q8_0 => {
-                        put_f16(block, 0, scale)
-                    }
-                    QuantFormat::Q4_1 => {
-                        put_f16(block, 0, scale);
-                        put_f16(block, 2, -0.1 * rng.float().abs());
-                    }
-                    QuantFormat::Q4K | QuantFormat::Q5K => {
-                        put_f16(block, 0, scale / 16.0);
-                        put_f16(block, 2, scale / 32.0);
-                    }
-                    QuantFormat::Q6K => put_f16(block, 208, scale / 32.0),
-                    QuantFormat::F32 | QuantFormat::F16 => unreachable!(),
-                }
-            }
-        }
-    }
-    bytes
-}
 
 fn ggml_type(format: QuantFormat) -> GgmlType {
     GgmlType::from_id(format.ggml_id()).expect("every supported format is a ggml type")

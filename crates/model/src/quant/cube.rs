@@ -1,0 +1,428 @@
+//! [`QuantOps`] on burn's CubeCL backend (the wgpu device: WebGPU in the browser, Vulkan
+//! natively): kernels that read the GGUF blocks in place, one specialisation per format.
+//!
+//! The blocks are a `u32` buffer holding the file's bytes, so a kernel reads bytes by shifting
+//! words: blocks of 18, 22, 34 or 210 bytes do not start on a word boundary. Everything is
+//! computed in `f32` (no `shader-f16`, which Chrome on Linux lacks); the `f16` scales are decoded
+//! from their bits.
+
+use burn::backend::Cube;
+use burn::backend::tensor::{FloatTensor, IntTensor};
+use burn::tensor::{DType, Shape};
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::ops::numeric::empty_device_dtype;
+use cubecl::prelude::*;
+
+use super::{QuantFormat, QuantLayout, QuantOps};
+
+/// Threads that share one output value: each sums every `THREADS`-th input, then the cube adds
+/// the partial sums. 64 fits every WebGPU device (the guaranteed minimum is 256).
+const THREADS: u32 = 64;
+
+/// The most cubes a grid dimension may hold (WebGPU's `maxComputeWorkgroupsPerDimension`).
+const MAX_CUBES: u32 = 65_535;
+
+/// Byte `at` of the block buffer.
+#[cube]
+fn byte(blocks: &[u32], at: u32) -> u32 {
+    (blocks[(at / 4) as usize] >> ((at % 4) * 8)) & 0xFF
+}
+
+/// The little-endian `u16` at byte `at`.
+#[cube]
+fn half_bits(blocks: &[u32], at: u32) -> u32 {
+    byte(blocks, at) | (byte(blocks, at + 1) << 8)
+}
+
+/// The IEEE half at byte `at`, widened to `f32` from its bits.
+#[cube]
+fn half(blocks: &[u32], at: u32) -> f32 {
+    let h = half_bits(blocks, at);
+    let sign = (h >> 15) & 1;
+    let exponent = (h >> 10) & 0x1F;
+    let mantissa = h & 0x3FF;
+    if exponent == 0 {
+        // Zero or subnormal: mantissa · 2⁻²⁴.
+        let magnitude = f32::cast_from(mantissa) * 5.960_464_5e-8;
+        if sign == 1 { -magnitude } else { magnitude }
+    } else if exponent == 31 {
+        f32::reinterpret((sign << 31) | 0x7F80_0000 | (mantissa << 13))
+    } else {
+        f32::reinterpret((sign << 31) | ((exponent + 112) << 23) | (mantissa << 13))
+    }
+}
+
+/// The signed byte at `at`.
+#[cube]
+fn signed_byte(blocks: &[u32], at: u32) -> f32 {
+    let b = byte(blocks, at);
+    let mut value = f32::cast_from(b);
+    if b >= 128 {
+        value -= 256.0;
+    }
+    value
+}
+
+/// Nibble `i` (0..32) of the 16 bytes at `at`: low nibbles hold values 0..16, high 16..32.
+#[cube]
+fn nibble(blocks: &[u32], at: u32, i: u32) -> u32 {
+    let b = byte(blocks, at + i % 16);
+    (b >> ((i / 16) * 4)) & 0xF
+}
+
+/// The 6-bit scale and min of sub-block `j` (0..8) of a Q4_K/Q5_K block whose 12 packed bytes
+/// start at `at` (ggml's `get_scale_min_k4`).
+#[cube]
+fn scale_min_k4(blocks: &[u32], at: u32, j: u32) -> (f32, f32) {
+    let (scale, min) = if j < 4 {
+        (byte(blocks, at + j) & 63, byte(blocks, at + j + 4) & 63)
+    } else {
+        let packed = byte(blocks, at + j + 4);
+        (
+            (packed & 0xF) | ((byte(blocks, at + j - 4) >> 6) << 4),
+            (packed >> 4) | ((byte(blocks, at + j) >> 6) << 4),
+        )
+    };
+    (f32::cast_from(scale), f32::cast_from(min))
+}
+
+/// Value `col` of the row whose blocks start at byte `row`, as ggml's `dequantize_row_*` gives it.
+#[cube]
+fn dequant(blocks: &[u32], row: u32, col: u32, #[comptime] format: QuantFormat) -> f32 {
+    match format {
+        QuantFormat::F32 => f32::reinterpret(blocks[((row / 4) + col) as usize]),
+        QuantFormat::F16 => half(blocks, row + col * 2),
+        QuantFormat::Q4_0 => {
+            let at = row + (col / 32) * 18;
+            half(blocks, at) * (f32::cast_from(nibble(blocks, at + 2, col % 32)) - 8.0)
+        }
+        QuantFormat::Q4_1 => {
+            let at = row + (col / 32) * 20;
+            let q = f32::cast_from(nibble(blocks, at + 4, col % 32));
+            half(blocks, at) * q + half(blocks, at + 2)
+        }
+        QuantFormat::Q5_0 => {
+            let at = row + (col / 32) * 22;
+            let i = col % 32;
+            let high = (byte(blocks, at + 2 + i / 8) >> (i % 8)) & 1;
+            let q = nibble(blocks, at + 6, i) | (high << 4);
+            half(blocks, at) * (f32::cast_from(q) - 16.0)
+        }
+        QuantFormat::Q8_0 => {
+            let at = row + (col / 32) * 34;
+            half(blocks, at) * signed_byte(blocks, at + 2 + col % 32)
+        }
+        QuantFormat::Q4K => {
+            let at = row + (col / 256) * 144;
+            let j = (col % 256) / 32;
+            let i = col % 32;
+            let (scale, min) = scale_min_k4(blocks, at + 4, j);
+            // Sub-blocks 2k and 2k+1 share 32 bytes: low nibbles, then high nibbles.
+            let q = (byte(blocks, at + 16 + (j / 2) * 32 + i) >> ((j % 2) * 4)) & 0xF;
+            half(blocks, at) * scale * f32::cast_from(q) - half(blocks, at + 2) * min
+        }
+        QuantFormat::Q5K => {
+            let at = row + (col / 256) * 176;
+            let j = (col % 256) / 32;
+            let i = col % 32;
+            let (scale, min) = scale_min_k4(blocks, at + 4, j);
+            let low = (byte(blocks, at + 48 + (j / 2) * 32 + i) >> ((j % 2) * 4)) & 0xF;
+            let high = (byte(blocks, at + 16 + i) >> j) & 1;
+            let q = f32::cast_from(low | (high << 4));
+            half(blocks, at) * scale * q - half(blocks, at + 2) * min
+        }
+        QuantFormat::Q6K => {
+            let at = row + (col / 256) * 210;
+            let k = col % 256;
+            // Two halves of 128 values; in each, four quarters of 32 share the same 32 `l`.
+            let n = k / 128;
+            let quarter = (k % 128) / 32;
+            let l = k % 32;
+            let low =
+                (byte(blocks, at + n * 64 + (quarter % 2) * 32 + l) >> ((quarter / 2) * 4)) & 0xF;
+            let high = (byte(blocks, at + 128 + n * 32 + l) >> (quarter * 2)) & 3;
+            let q = f32::cast_from(low | (high << 4)) - 32.0;
+            let scale = signed_byte(blocks, at + 192 + n * 8 + l / 16 + quarter * 2);
+            half(blocks, at + 208) * scale * q
+        }
+    }
+}
+
+/// Values `8k..8k + 8` of the row whose blocks start at byte `row`, dotted with `x[at..at + 8]`.
+///
+/// Eight consecutive values of any block format share one scale (and min), so the scale is
+/// decoded once per call and applied to the integer-weighted sum, `d·Σq·x + m·Σx`.
+#[cube]
+fn dot8(
+    blocks: &[u32],
+    row: u32,
+    k: u32,
+    x: &[f32],
+    at: u32,
+    cols: u32,
+    #[comptime] format: QuantFormat,
+) -> f32 {
+    let mut qx = 0.0f32;
+    let mut xs = 0.0f32;
+    match format {
+        QuantFormat::F32 | QuantFormat::F16 => {
+            // Plain values; `cols` need not be a multiple of 8 here.
+            #[unroll]
+            for i in 0..8u32 {
+                let col = k * 8 + i;
+                if col < cols {
+                    qx += dequant(blocks, row, col, format) * x[(at + i) as usize];
+                }
+            }
+            qx
+        }
+        QuantFormat::Q4_0 | QuantFormat::Q4_1 | QuantFormat::Q5_0 | QuantFormat::Q8_0 => {
+            let block_bytes = comptime!(format.block_bytes() as u32);
+            let block = row + (k / 4) * block_bytes;
+            // Which 8 of the block's 32: low nibbles hold 0..16, high nibbles 16..32.
+            let first = (k % 4) * 8;
+            let shift = (first / 16) * 4;
+            #[unroll]
+            for i in 0..8u32 {
+                let xi = x[(at + i) as usize];
+                let q = match format {
+                    QuantFormat::Q4_0 => {
+                        f32::cast_from((byte(blocks, block + 2 + first % 16 + i) >> shift) & 0xF)
+                    }
+                    QuantFormat::Q4_1 => {
+                        f32::cast_from((byte(blocks, block + 4 + first % 16 + i) >> shift) & 0xF)
+                    }
+                    QuantFormat::Q5_0 => {
+                        let v = first + i;
+                        let high = (byte(blocks, block + 2 + v / 8) >> (v % 8)) & 1;
+                        let low = (byte(blocks, block + 6 + first % 16 + i) >> shift) & 0xF;
+                        f32::cast_from(low | (high << 4))
+                    }
+                    _ => signed_byte(blocks, block + 2 + first + i),
+                };
+                qx += q * xi;
+                xs += xi;
+            }
+            let d = half(blocks, block);
+            match format {
+                QuantFormat::Q4_0 => d * (qx - 8.0 * xs),
+                QuantFormat::Q4_1 => d * qx + half(blocks, block + 2) * xs,
+                QuantFormat::Q5_0 => d * (qx - 16.0 * xs),
+                _ => d * qx,
+            }
+        }
+        QuantFormat::Q4K | QuantFormat::Q5K => {
+            let block_bytes = comptime!(format.block_bytes() as u32);
+            let block = row + (k / 32) * block_bytes;
+            let j = (k % 32) / 4;
+            let first = (k % 4) * 8;
+            let shift = (j % 2) * 4;
+            #[unroll]
+            for i in 0..8u32 {
+                let xi = x[(at + i) as usize];
+                let q = match format {
+                    QuantFormat::Q4K => {
+                        (byte(blocks, block + 16 + (j / 2) * 32 + first + i) >> shift) & 0xF
+                    }
+                    _ => {
+                        let low =
+                            (byte(blocks, block + 48 + (j / 2) * 32 + first + i) >> shift) & 0xF;
+                        let high = (byte(blocks, block + 16 + first + i) >> j) & 1;
+                        low | (high << 4)
+                    }
+                };
+                qx += f32::cast_from(q) * xi;
+                xs += xi;
+            }
+            let (scale, min) = scale_min_k4(blocks, block + 4, j);
+            half(blocks, block) * scale * qx - half(blocks, block + 2) * min * xs
+        }
+        QuantFormat::Q6K => {
+            let block = row + (k / 32) * 210;
+            let v = (k % 32) * 8;
+            // Two halves of 128 values; in each, four quarters of 32 share the same 32 `l`.
+            let n = v / 128;
+            let quarter = (v % 128) / 32;
+            let l = v % 32;
+            let low_at = block + n * 64 + (quarter % 2) * 32 + l;
+            let low_shift = (quarter / 2) * 4;
+            let high_at = block + 128 + n * 32 + l;
+            #[unroll]
+            for i in 0..8u32 {
+                let xi = x[(at + i) as usize];
+                let low = (byte(blocks, low_at + i) >> low_shift) & 0xF;
+                let high = (byte(blocks, high_at + i) >> (quarter * 2)) & 3;
+                qx += f32::cast_from(low | (high << 4)) * xi;
+                xs += xi;
+            }
+            let scale = signed_byte(blocks, block + 192 + n * 8 + l / 16 + quarter * 2);
+            half(blocks, block + 208) * scale * (qx - 32.0 * xs)
+        }
+    }
+}
+
+/// One output per cube: `out[token, row] = Σ_col W[row, col] · x[token, col]`. Rows run over
+/// cube positions x and y (a grid dimension holds at most 65,535 cubes), tokens over z.
+#[cube(launch)]
+fn quant_matmul_kernel(
+    blocks: &[u32],
+    x: &[f32],
+    out: &mut [f32],
+    rows: u32,
+    cols: u32,
+    row_bytes: u32,
+    first_token: u32,
+    #[comptime] format: QuantFormat,
+) {
+    let row = CUBE_POS_X + CUBE_POS_Y * CUBE_COUNT_X;
+    let token = first_token + CUBE_POS_Z;
+    let mut partial = Shared::<[f32]>::new_slice(THREADS as usize);
+    let mut sum = 0.0f32;
+    if row < rows {
+        let start = row * row_bytes;
+        let x_start = token * cols;
+        let chunks = cols.div_ceil(8);
+        let steps = (chunks + THREADS - 1 - UNIT_POS) / THREADS;
+        for step in 0..steps {
+            let k = UNIT_POS + step * THREADS;
+            sum += dot8(blocks, start, k, x, x_start + k * 8, cols, format);
+        }
+    }
+    partial[UNIT_POS as usize] = sum;
+    sync_cube();
+    // A halving tree, unrolled (`THREADS` is 2⁶).
+    #[unroll]
+    for level in 1..7u32 {
+        let stride = THREADS >> level;
+        if UNIT_POS < stride {
+            let here = partial[UNIT_POS as usize];
+            partial[UNIT_POS as usize] = here + partial[(UNIT_POS + stride) as usize];
+        }
+        sync_cube();
+    }
+    if UNIT_POS == 0 && row < rows {
+        out[(token * rows + row) as usize] = partial[0];
+    }
+}
+
+/// One value per unit: `out[i, col] = W[ids[i], col]`.
+#[cube(launch)]
+fn quant_rows_kernel(
+    blocks: &[u32],
+    ids: &[u32],
+    out: &mut [f32],
+    cols: u32,
+    row_bytes: u32,
+    total: u32,
+    #[comptime] format: QuantFormat,
+) {
+    let at = ABSOLUTE_POS as u32;
+    if at < total {
+        let row = ids[(at / cols) as usize];
+        out[at as usize] = dequant(blocks, row * row_bytes, at % cols, format);
+    }
+}
+
+/// The bytes of one row (the layer checked the shape when it was built).
+fn row_bytes(layout: QuantLayout) -> u32 {
+    layout.format.row_bytes(layout.cols).unwrap_or(0) as u32
+}
+
+impl QuantOps for Cube {
+    fn quant_matmul(
+        x: FloatTensor<Self>,
+        blocks: IntTensor<Self>,
+        layout: QuantLayout,
+    ) -> FloatTensor<Self> {
+        let x = into_contiguous(x);
+        let blocks = into_contiguous(blocks);
+        let tokens = x.meta.shape()[0];
+        let out = empty_device_dtype(
+            x.client.clone(),
+            x.device.clone(),
+            Shape::new([tokens, layout.rows]),
+            DType::F32,
+        );
+        let row_bytes = row_bytes(layout);
+        let rows = layout.rows as u32;
+        let across = rows.clamp(1, MAX_CUBES);
+        let down = rows.div_ceil(across);
+        let words = blocks.meta.shape()[0];
+        let x_len = tokens * layout.cols;
+        let out_len = tokens * layout.rows;
+        let mut first = 0;
+        while first < tokens {
+            let count = (tokens - first).min(MAX_CUBES as usize);
+            // SAFETY: each buffer is bound with the length of the tensor it comes from, and the
+            // kernel indexes below those lengths (rows × row_bytes ≤ words × 4 is checked when
+            // the layer is built; tokens × cols = x's length).
+            unsafe {
+                quant_matmul_kernel::launch(
+                    &out.client,
+                    CubeCount::Static(across, down, count as u32),
+                    CubeDim::new_1d(THREADS),
+                    BufferArg::from_raw_parts(blocks.handle.clone(), words),
+                    BufferArg::from_raw_parts(x.handle.clone(), x_len),
+                    BufferArg::from_raw_parts(out.handle.clone(), out_len),
+                    rows,
+                    layout.cols as u32,
+                    row_bytes,
+                    first as u32,
+                    layout.format,
+                );
+            }
+            first += count;
+        }
+        out
+    }
+
+    fn quant_rows(
+        blocks: IntTensor<Self>,
+        ids: IntTensor<Self>,
+        layout: QuantLayout,
+    ) -> FloatTensor<Self> {
+        let blocks = into_contiguous(blocks);
+        let ids = into_contiguous(ids);
+        let client = blocks.client.clone();
+        // The ids are a handful of token ids the host just chose: read them back and rewrite
+        // them as `u32` (the device's int type may be i32 or i64).
+        let ids: Vec<u32> = burn_cubecl::ops::into_data_sync(ids)
+            .convert::<i64>()
+            .try_into_vec::<i64>()
+            .unwrap_or_default()
+            .into_iter()
+            // Ids are checked against the vocabulary by the model before they get here.
+            .map(|id| (id.max(0) as u32).min(layout.rows.saturating_sub(1) as u32))
+            .collect();
+        let count = ids.len();
+        let ids_handle = client.create_from_slice(u32::as_bytes(&ids));
+        let out = empty_device_dtype(
+            client.clone(),
+            blocks.device.clone(),
+            Shape::new([count, layout.cols]),
+            DType::F32,
+        );
+        let row_bytes = row_bytes(layout);
+        let total = count * layout.cols;
+        let cube_dim = CubeDim::new_1d(THREADS);
+        let cubes = (total as u32).div_ceil(THREADS);
+        let across = cubes.clamp(1, MAX_CUBES);
+        let words = blocks.meta.shape()[0];
+        // SAFETY: as above; every id is clamped to the rows of the matrix.
+        unsafe {
+            quant_rows_kernel::launch(
+                &client,
+                CubeCount::Static(across, cubes.div_ceil(across), 1),
+                cube_dim,
+                BufferArg::from_raw_parts(blocks.handle.clone(), words),
+                BufferArg::from_raw_parts(ids_handle, count),
+                BufferArg::from_raw_parts(out.handle.clone(), total),
+                layout.cols as u32,
+                row_bytes,
+                total as u32,
+                layout.format,
+            );
+        }
+        out
+    }
+}

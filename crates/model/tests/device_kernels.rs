@@ -1,0 +1,145 @@
+//! The quantised matmul and row lookup on every device against the scalar reference:
+//! `stampo-quant`'s dequantisation (bit-identical to ggml's `dequantize_row_*`, checked in that
+//! crate) followed by an `f64` dot product, on random blocks of every supported format.
+//!
+//! The CPU device quantises activations to 8 bits as ggml does, so it is held to the error that
+//! implies; the wgpu device computes in `f32` and is held to float reassociation. Without the
+//! `wgpu` feature, or on a machine without an adapter, the wgpu cases say so and pass, unless
+//! `STAMPO_REQUIRE_WGPU=1` (set by `scripts/test.sh`, whose set-up installs lavapipe) makes a
+//! missing adapter a failure.
+
+use burn::tensor::{Tensor, TensorData};
+use stampo_model::quant::{QLinear, QuantFormat, QuantLayout};
+use stampo_model::{Device, DeviceKind, to_vec};
+use stampo_quant::sample::{Rng, random_matrix};
+use stampo_quant::unpack::dequantize_row;
+
+const ROWS: usize = 67;
+const COLS: usize = 512;
+const TOKENS: usize = 3;
+
+/// The wgpu device, or `None` (with the reason printed) where this build or machine has none.
+fn wgpu_device() -> Option<Device> {
+    match DeviceKind::Wgpu.device() {
+        Ok(device) => Some(device),
+        Err(e) => {
+            assert!(
+                std::env::var("STAMPO_REQUIRE_WGPU").as_deref() != Ok("1"),
+                "STAMPO_REQUIRE_WGPU=1 but {e}"
+            );
+            println!("SKIPPED the wgpu device: {e}");
+            None
+        }
+    }
+}
+
+/// Every row of the matrix, dequantised by the reference.
+fn reference_rows(format: QuantFormat, bytes: &[u8]) -> Vec<Vec<f32>> {
+    let row_bytes = format.row_bytes(COLS).expect("whole blocks");
+    bytes
+        .chunks_exact(row_bytes)
+        .map(|row| {
+            let mut out = Vec::new();
+            dequantize_row(format, row, COLS, &mut out);
+            out
+        })
+        .collect()
+}
+
+/// The matrix as a layer, in parts of 30 rows: the row ranges a large matrix is split into
+/// (Gemma 3's embedding) are exercised on every format.
+fn layer(format: QuantFormat, bytes: &[u8], device: &Device) -> QLinear {
+    let layout = QuantLayout {
+        format,
+        rows: ROWS,
+        cols: COLS,
+    };
+    let part_bytes = 30 * format.row_bytes(COLS).expect("whole blocks");
+    let layer = QLinear::from_bytes_in_parts("test", bytes, None, layout, device, part_bytes)
+        .expect("shape matches");
+    assert_eq!(layer.parts.len(), 3);
+    layer
+}
+
+/// `x · Wᵀ` on `device` for every format, within `tolerance(Σ|w·x|, max|x|)` of the reference.
+fn check_matmul(device: &Device, name: &str, tolerance: impl Fn(f64, f64) -> f64) {
+    let mut rng = Rng(0xdec0de);
+    for format in QuantFormat::ALL {
+        let bytes = random_matrix(format, ROWS, COLS, &mut rng);
+        let x: Vec<f32> = (0..TOKENS * COLS).map(|_| rng.float()).collect();
+        let reference = reference_rows(format, &bytes);
+        let input = Tensor::<2>::from_data(TensorData::new(x.clone(), [TOKENS, COLS]), device);
+        let got = to_vec(layer(format, &bytes, device).forward(input)).expect("readback");
+        assert_eq!(got.len(), TOKENS * ROWS);
+        for t in 0..TOKENS {
+            let xt = &x[t * COLS..(t + 1) * COLS];
+            let max_x = xt.iter().fold(0.0f64, |m, &v| m.max(f64::from(v.abs())));
+            for (r, w) in reference.iter().enumerate() {
+                let want: f64 = w.iter().zip(xt).map(|(&a, &b)| f64::from(a * b)).sum();
+                let magnitude: f64 = w
+                    .iter()
+                    .zip(xt)
+                    .map(|(&a, &b)| f64::from((a * b).abs()))
+                    .sum();
+                let got = f64::from(got[t * ROWS + r]);
+                let allowed = tolerance(
+                    magnitude,
+                    max_x * w.iter().map(|v| f64::from(v.abs())).sum::<f64>(),
+                );
+                assert!(
+                    (got - want).abs() <= allowed,
+                    "{name} {format} token {t} row {r}: {got} vs {want} (allowed {allowed})"
+                );
+            }
+        }
+    }
+}
+
+/// Rows `ids` of `W` on `device`, equal to the reference's dequantisation.
+fn check_rows(device: &Device, name: &str) {
+    let mut rng = Rng(0xface);
+    let ids = [5u32, 0, 66, 5, 31, 30, 29, 60];
+    for format in QuantFormat::ALL {
+        let bytes = random_matrix(format, ROWS, COLS, &mut rng);
+        let reference = reference_rows(format, &bytes);
+        let got = to_vec(layer(format, &bytes, device).rows_of(&ids)).expect("readback");
+        for (i, &id) in ids.iter().enumerate() {
+            for (c, want) in reference[id as usize].iter().enumerate() {
+                let got = got[i * COLS + c];
+                // A fused multiply-add may round `d·q + m` once where the reference rounds twice.
+                assert!(
+                    (got - want).abs() <= want.abs() * 1e-6 + 1e-7,
+                    "{name} {format} id {id} value {c}: {got} vs {want}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn cpu_matmul_matches_the_reference() {
+    let device = DeviceKind::Cpu.device().expect("cpu device");
+    // 8-bit activations: each value off by at most half a step (max|x| / 254), times |w|;
+    // `f16` activations (for F16 weights) by far less.
+    check_matmul(&device, "cpu", |magnitude, wx| {
+        wx / 254.0 + magnitude * 1e-5 + 1e-5
+    });
+}
+
+#[test]
+fn cpu_rows_match_the_reference() {
+    let device = DeviceKind::Cpu.device().expect("cpu device");
+    check_rows(&device, "cpu");
+}
+
+#[test]
+fn wgpu_matmul_matches_the_reference() {
+    let Some(device) = wgpu_device() else { return };
+    check_matmul(&device, "wgpu", |magnitude, _| magnitude * 1e-5 + 1e-6);
+}
+
+#[test]
+fn wgpu_rows_match_the_reference() {
+    let Some(device) = wgpu_device() else { return };
+    check_rows(&device, "wgpu");
+}
