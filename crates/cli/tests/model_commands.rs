@@ -190,3 +190,44 @@ fn default_models() {
         );
     }
 }
+
+/// `stampo generate` on each device: SmolLM2 completes "The capital of France is" with
+/// " Paris" (id 7042) on the CPU and on wgpu (lavapipe where there is no GPU); an unknown
+/// device is an error naming it.
+#[test]
+fn generate_on_each_device() {
+    let Some(p) = model("SmolLM2-135M-Instruct.Q4_1.gguf") else {
+        return;
+    };
+    let p = p.to_str().unwrap();
+    let args = |device| {
+        [
+            "generate",
+            "-m",
+            p,
+            "-p",
+            "The capital of France is",
+            "-n",
+            "2",
+            "--json",
+            "--device",
+            device,
+        ]
+    };
+    for device in ["cpu", "wgpu"] {
+        let out = stampo(&args(device));
+        if device == "wgpu"
+            && !out.status.success()
+            && std::env::var("STAMPO_REQUIRE_WGPU").as_deref() != Ok("1")
+        {
+            eprintln!("SKIPPED the wgpu device: {}", text(&out.stderr));
+            continue;
+        }
+        assert!(out.status.success(), "{device}: {}", text(&out.stderr));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["generated_ids"][0], 7042, "{device}: {json}");
+    }
+    let out = stampo(&args("tpu"));
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("tpu"), "{}", text(&out.stderr));
+}
