@@ -153,7 +153,17 @@ test("installable, and with the server gone a reload still runs an extraction", 
     return (await fetch(link.href)).json();
   });
   assert.equal(manifest.display, "standalone");
-  assert.ok(manifest.icons.length > 0);
+  // PNG icons at the sizes install prompts and home screens ask for, and a maskable one; each
+  // is served, and is the PNG of the size it claims.
+  for (const want of ["192x192 any", "512x512 any", "512x512 maskable"]) {
+    const icon = manifest.icons.find((i) => i.type === "image/png" && `${i.sizes} ${i.purpose}` === want);
+    assert.ok(icon, `a ${want} PNG icon in ${JSON.stringify(manifest.icons)}`);
+    const size = await page.evaluate(async (src) => {
+      const bitmap = await createImageBitmap(await (await fetch(src)).blob());
+      return `${bitmap.width}x${bitmap.height}`;
+    }, icon.src);
+    assert.equal(size, icon.sizes, icon.src);
+  }
   // Chromium's own verdict on installability (what its install prompt checks).
   const cdp = await page.context().newCDPSession(page);
   const { installabilityErrors } = await cdp.send("Page.getInstallabilityErrors");
