@@ -1,6 +1,7 @@
 // The demo's service worker: the app's files are cached at install, so a reload with the
-// network off still opens the page; the models come from the cache the runtime keeps
-// ("stampo-models-v1", written by the package when a model is first downloaded). Online,
+// network off still opens the page; the models come from the cache the runtime keeps (OPFS,
+// read by the package without a request; or Cache Storage's "stampo-models-v1" in browsers
+// without writable OPFS files, which this worker serves from). Online,
 // the app's files come from the network first, so a new build is picked up.
 const APP_CACHE = "stampo-app-v1";
 const MODEL_CACHE = "stampo-models-v1";

@@ -31,6 +31,8 @@ export interface ModelInfo {
   device: "cpu";
   loadMs: number;
   source: "network" | "cache" | "file" | "memory" | "stream";
+  /** Where a model from a URL is kept: OPFS, else Cache Storage; null when not cached. */
+  cacheStore: "opfs" | "cache-storage" | null;
   bytes: number;
   /** Why the download could not be cached (a quota error, say); the model still loaded. */
   cacheError?: string | null;
@@ -61,7 +63,7 @@ export type Chunk = Record<string, any>;
 export class Stampo {
   static load(options: LoadOptions): Promise<Stampo>;
   static cache: {
-    list(): Promise<{ url: string; bytes: number; sha256: string | null }[]>;
+    list(): Promise<{ url: string; bytes: number; sha256: string | null; store: "opfs" | "cache-storage" }[]>;
     delete(url: string): Promise<boolean>;
     usage(): Promise<StorageEstimate | { usage: null; quota: null }>;
   };

@@ -97,8 +97,111 @@ async function readBody(response, total, onProgress, phase, signal) {
   return out.buffer;
 }
 
-async function openCache() {
-  return typeof caches === "undefined" ? null : caches.open(CACHE_NAME);
+/**
+ * Where downloaded models are kept: the Origin Private File System where the browser has one
+ * with writable files, else Cache Storage. Both hold a model whole or not at all.
+ *
+ * OPFS keeps each model as two files in `stampo-models/`, named by the SHA-256 of its URL: the
+ * bytes, and a JSON record (`url`, `bytes`, `sha256`) written only once the bytes are complete.
+ * A model without its record — a write cut short by a quota error or a closed tab — is not a
+ * cached model, and is removed when next seen.
+ */
+async function openStore() {
+  const root = await navigator.storage?.getDirectory?.().catch(() => null);
+  if (root && typeof FileSystemFileHandle !== "undefined" && "createWritable" in FileSystemFileHandle.prototype) {
+    return opfsStore(await root.getDirectoryHandle(OPFS_DIR, { create: true }));
+  }
+  if (typeof caches !== "undefined") return cacheStorageStore(await caches.open(CACHE_NAME));
+  return null;
+}
+
+const OPFS_DIR = "stampo-models";
+
+async function urlKey(url) {
+  return sha256Hex(new TextEncoder().encode(url));
+}
+
+function opfsStore(dir) {
+  const record = async (name) => {
+    try {
+      const file = await (await dir.getFileHandle(`${name}.json`)).getFile();
+      return JSON.parse(await file.text());
+    } catch {
+      return null;
+    }
+  };
+  const remove = async (name) => {
+    for (const entry of [`${name}.json`, `${name}.gguf`]) await dir.removeEntry(entry).catch(() => {});
+  };
+  return {
+    kind: "opfs",
+    async match(url) {
+      const name = await urlKey(url);
+      const meta = await record(name);
+      if (!meta) return null;
+      const file = await (await dir.getFileHandle(`${name}.gguf`)).getFile().catch(() => null);
+      if (!file || file.size !== meta.bytes) {
+        await remove(name);
+        return null;
+      }
+      return { body: new Response(file.stream()), bytes: meta.bytes, sha256: meta.sha256 };
+    },
+    async put(url, buffer, sha256) {
+      const name = await urlKey(url);
+      await remove(name);
+      try {
+        // A writable file is written to a swap file and replaces the file only on close().
+        const model = await (await dir.getFileHandle(`${name}.gguf`, { create: true })).createWritable();
+        await model.write(buffer);
+        await model.close();
+        const meta = await (await dir.getFileHandle(`${name}.json`, { create: true })).createWritable();
+        await meta.write(JSON.stringify({ url, bytes: buffer.byteLength, sha256: sha256 ?? null }));
+        await meta.close();
+      } catch (err) {
+        await remove(name);
+        throw err;
+      }
+    },
+    async delete(url) {
+      const name = await urlKey(url);
+      const had = (await record(name)) !== null;
+      await remove(name);
+      return had;
+    },
+    async list() {
+      const out = [];
+      for await (const [entry] of dir.entries()) {
+        if (!entry.endsWith(".json")) continue;
+        const meta = await record(entry.slice(0, -5));
+        if (meta) out.push({ url: meta.url, bytes: meta.bytes, sha256: meta.sha256, store: "opfs" });
+      }
+      return out;
+    },
+  };
+}
+
+function cacheStorageStore(cache) {
+  return {
+    kind: "cache-storage",
+    async match(url) {
+      const hit = await cache.match(url);
+      if (!hit) return null;
+      return { body: hit, bytes: Number(hit.headers.get("content-length")) || null, sha256: hit.headers.get("x-stampo-sha256") || null };
+    },
+    async put(url, buffer, sha256) {
+      // Cache.put stores the whole response or nothing: a quota error leaves no partial copy.
+      await cache.put(url, new Response(buffer.slice(0), { headers: { "content-length": String(buffer.byteLength), "x-stampo-sha256": sha256 ?? "" } }));
+    },
+    delete: (url) => cache.delete(url),
+    async list() {
+      const out = [];
+      for (const req of await cache.keys()) {
+        const res = await cache.match(req);
+        out.push({ url: req.url, bytes: Number(res?.headers.get("content-length")) || 0, sha256: res?.headers.get("x-stampo-sha256") || null, store: "cache-storage" });
+      }
+      return out;
+    },
+  };
 }
 
 /** The model's bytes from a URL (through the cache), a File/Blob, an ArrayBuffer or a stream. */
@@ -115,12 +218,11 @@ async function modelBytes(model, { onProgress, signal, cache, sha256 }) {
     return { buffer: await readBody(new Response(model), null, onProgress, "download", signal), source: "stream" };
   }
   const url = new URL(String(model), globalThis.location?.href).href;
-  const store = cache ? await openCache() : null;
+  const store = cache ? await openStore() : null;
   const hit = await store?.match(url);
   if (hit) {
-    const total = Number(hit.headers.get("content-length")) || null;
-    const buffer = await readBody(hit, total, onProgress, "cache", signal);
-    if (!sha256 || (await sha256Hex(buffer)) === sha256) return { buffer, source: "cache" };
+    const buffer = await readBody(hit.body, hit.bytes, onProgress, "cache", signal);
+    if (!sha256 || (await sha256Hex(buffer)) === sha256) return { buffer, source: "cache", store: store.kind };
     await store.delete(url); // a corrupt copy is dropped and fetched again
   }
   const response = await fetch(url, { signal });
@@ -135,13 +237,12 @@ async function modelBytes(model, { onProgress, signal, cache, sha256 }) {
   if (store) {
     try {
       navigator.storage?.persist?.().catch(() => {});
-      // Cache.put stores the whole response or nothing: a quota error leaves no partial copy.
-      await store.put(url, new Response(buffer.slice(0), { headers: { "content-length": String(buffer.byteLength), "x-stampo-sha256": sha256 ?? "" } }));
+      await store.put(url, buffer, sha256);
     } catch (err) {
       cacheError = `${err.name}: ${err.message}`;
     }
   }
-  return { buffer, source: "network", cacheError };
+  return { buffer, source: "network", cacheError, store: store?.kind ?? null };
 }
 
 function requestStream(channel, body, opts) {
@@ -199,13 +300,13 @@ export class Stampo {
   static async load({ model, device = "auto", contextSize = 4096, onProgress, signal, cache = true, sha256, worker = true } = {}) {
     if (device === "webgpu") throw new StampoError("the WebGPU path is not implemented yet; use device: 'cpu' or 'auto'", "device_unavailable");
     if (!["auto", "cpu"].includes(device)) throw new StampoError(`device must be "auto", "cpu" or "webgpu", got ${JSON.stringify(device)}`, "invalid_argument");
-    const { buffer, source, cacheError } = await modelBytes(model, { onProgress, signal, cache, sha256 });
+    const { buffer, source, cacheError, store } = await modelBytes(model, { onProgress, signal, cache, sha256 });
     const channel = new Channel(worker);
     onProgress?.({ phase: "parse", loaded: buffer.byteLength, total: buffer.byteLength });
     const size = buffer.byteLength;
     const msg = await channel.call({ type: "load", buffer, contextSize }, { transfer: worker ? [buffer] : [] });
     onProgress?.({ phase: "ready", loaded: size, total: size });
-    return new Stampo(channel, { ...msg.info, loadMs: msg.loadMs, source, bytes: size, cacheError, webgpu: "not implemented" });
+    return new Stampo(channel, { ...msg.info, loadMs: msg.loadMs, source, cacheStore: store ?? null, bytes: size, cacheError, webgpu: "not implemented" });
   }
 
   constructor(channel, info) {
@@ -254,20 +355,13 @@ export class Stampo {
   }
 }
 
-/** Models cached by URL in Cache Storage. */
+/** Models cached by URL: in OPFS where the browser has it, else in Cache Storage. */
 Stampo.cache = {
   async list() {
-    const store = await openCache();
-    if (!store) return [];
-    const out = [];
-    for (const req of await store.keys()) {
-      const res = await store.match(req);
-      out.push({ url: req.url, bytes: Number(res?.headers.get("content-length")) || 0, sha256: res?.headers.get("x-stampo-sha256") || null });
-    }
-    return out;
+    return (await openStore())?.list() ?? [];
   },
   async delete(url) {
-    const store = await openCache();
+    const store = await openStore();
     return store ? store.delete(new URL(url, globalThis.location?.href).href) : false;
   },
   async usage() {

@@ -156,7 +156,7 @@ test("a bad request is a typed error, never unconstrained output", { timeout: 60
   assert.equal(err?.code, "grammar_invalid", JSON.stringify(err));
 });
 
-test("a second load comes from Cache Storage without asking the server", { timeout: 300_000 }, async () => {
+test("a second load comes from the model cache (OPFS) without asking the server", { timeout: 300_000 }, async () => {
   const before = server.requests.filter((r) => r.startsWith(MODEL_URL)).length;
   const info = await page.evaluate(async (url) => {
     const second = await window.stampo.Stampo.load({ model: url, contextSize: 256, worker: false });
@@ -164,12 +164,40 @@ test("a second load comes from Cache Storage without asking the server", { timeo
     const text = await second.detokenize(ids);
     const cached = await window.stampo.Stampo.cache.list();
     await second.unload();
-    return { source: second.info.source, ids, text, cached };
+    return { source: second.info.source, store: second.info.cacheStore, ids, text, cached };
   }, MODEL_URL);
   const afterCount = server.requests.filter((r) => r.startsWith(MODEL_URL)).length;
   assert.equal(info.source, "cache");
+  assert.equal(info.store, "opfs", "Chromium has OPFS with writable files");
   assert.equal(afterCount, before, "no request for the model");
   assert.equal(info.text, "Ciao, mondo!");
-  assert.ok(info.cached.some((c) => c.url.endsWith(MODEL_URL)));
+  assert.ok(info.cached.some((c) => c.url.endsWith(MODEL_URL) && c.store === "opfs" && c.bytes > 0), JSON.stringify(info.cached));
   assert.deepEqual(pageErrors, []);
+});
+
+test("a model cut short in the cache is not taken for a cached one", { timeout: 300_000 }, async () => {
+  // What a quota error or a closed tab mid-write leaves: the bytes, truncated, without their
+  // record. The next load must fetch the model again (and cache it whole).
+  const before = server.requests.filter((r) => r.startsWith(MODEL_URL)).length;
+  const out = await page.evaluate(async (url) => {
+    const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("stampo-models");
+    const names = [];
+    for await (const [name] of dir.entries()) names.push(name);
+    const record = names.find((n) => n.endsWith(".json"));
+    const model = record.replace(/\.json$/, ".gguf");
+    await dir.removeEntry(record);
+    const file = await (await dir.getFileHandle(model)).createWritable({ keepExistingData: true });
+    await file.truncate(1000);
+    await file.close();
+    const listed = await window.stampo.Stampo.cache.list();
+    const again = await window.stampo.Stampo.load({ model: url, contextSize: 256, worker: false });
+    const source = again.info.source;
+    await again.unload();
+    return { listed, source, cached: await window.stampo.Stampo.cache.list() };
+  }, MODEL_URL);
+  const afterCount = server.requests.filter((r) => r.startsWith(MODEL_URL)).length;
+  assert.deepEqual(out.listed, [], "bytes without a record are not listed");
+  assert.equal(out.source, "network");
+  assert.equal(afterCount, before + 1, "the model was fetched again");
+  assert.ok(out.cached.some((c) => c.url.endsWith(MODEL_URL) && c.bytes > 1000), JSON.stringify(out.cached));
 });
