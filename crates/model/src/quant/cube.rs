@@ -28,6 +28,27 @@ fn byte(blocks: &[u32], at: u32) -> u32 {
     (blocks[(at / 4) as usize] >> ((at % 4) * 8)) & 0xFF
 }
 
+/// The four bytes from byte `at` (any alignment) as one little-endian word: one load when `at`
+/// is a multiple of four, two otherwise.
+#[cube]
+fn word_at(blocks: &[u32], at: u32) -> u32 {
+    let first = blocks[(at / 4) as usize];
+    let shift = (at % 4) * 8;
+    if shift == 0 {
+        first
+    } else {
+        // The next word exists: the bytes at..at + 4 are in the buffer.
+        (first >> shift) | (blocks[(at / 4 + 1) as usize] << (32 - shift))
+    }
+}
+
+/// Byte `i` (0..8) of eight bytes held as two words.
+#[cube]
+fn byte_of(low: u32, high: u32, i: u32) -> u32 {
+    let word = if i < 4 { low } else { high };
+    (word >> ((i % 4) * 8)) & 0xFF
+}
+
 /// The little-endian `u16` at byte `at`.
 #[cube]
 fn half_bits(blocks: &[u32], at: u32) -> u32 {
@@ -179,26 +200,39 @@ fn dot8(
         QuantFormat::Q4_0 | QuantFormat::Q4_1 | QuantFormat::Q5_0 | QuantFormat::Q8_0 => {
             let block_bytes = comptime!(format.block_bytes() as u32);
             let block = row + (k / 4) * block_bytes;
-            // Which 8 of the block's 32: low nibbles hold 0..16, high nibbles 16..32.
+            // Which 8 of the block's 32: nibble formats keep values 0..16 in the low nibbles
+            // of their 16 bytes and 16..32 in the high ones; Q8_0 has a byte each.
             let first = (k % 4) * 8;
             let shift = (first / 16) * 4;
+            let quants = match format {
+                QuantFormat::Q4_0 => block + 2 + first % 16,
+                QuantFormat::Q4_1 => block + 4 + first % 16,
+                QuantFormat::Q5_0 => block + 6 + first % 16,
+                _ => block + 2 + first,
+            };
+            let low = word_at(blocks, quants);
+            let high = word_at(blocks, quants + 4);
+            // Q5_0's fifth bits: one word at byte 2, bit v for value v.
+            let fifth = match format {
+                QuantFormat::Q5_0 => word_at(blocks, block + 2) >> first,
+                _ => 0u32,
+            };
             #[unroll]
             for i in 0..8u32 {
                 let xi = x[(at + i) as usize];
+                let b = byte_of(low, high, i);
                 let q = match format {
-                    QuantFormat::Q4_0 => {
-                        f32::cast_from((byte(blocks, block + 2 + first % 16 + i) >> shift) & 0xF)
-                    }
-                    QuantFormat::Q4_1 => {
-                        f32::cast_from((byte(blocks, block + 4 + first % 16 + i) >> shift) & 0xF)
-                    }
                     QuantFormat::Q5_0 => {
-                        let v = first + i;
-                        let high = (byte(blocks, block + 2 + v / 8) >> (v % 8)) & 1;
-                        let low = (byte(blocks, block + 6 + first % 16 + i) >> shift) & 0xF;
-                        f32::cast_from(low | (high << 4))
+                        f32::cast_from(((b >> shift) & 0xF) | (((fifth >> i) & 1) << 4))
                     }
-                    _ => signed_byte(blocks, block + 2 + first + i),
+                    QuantFormat::Q8_0 => {
+                        let mut signed = f32::cast_from(b);
+                        if b >= 128 {
+                            signed -= 256.0;
+                        }
+                        signed
+                    }
+                    _ => f32::cast_from((b >> shift) & 0xF),
                 };
                 qx += q * xi;
                 xs += xi;
@@ -214,23 +248,33 @@ fn dot8(
         QuantFormat::Q4K | QuantFormat::Q5K => {
             let block_bytes = comptime!(format.block_bytes() as u32);
             let block = row + (k / 32) * block_bytes;
+            // Sub-block j (0..8) of 32 values; sub-blocks 2m and 2m+1 share 32 bytes, low
+            // nibbles then high nibbles.
             let j = (k % 32) / 4;
             let first = (k % 4) * 8;
             let shift = (j % 2) * 4;
+            let quants = match format {
+                QuantFormat::Q4K => block + 16 + (j / 2) * 32 + first,
+                _ => block + 48 + (j / 2) * 32 + first,
+            };
+            let low = word_at(blocks, quants);
+            let high = word_at(blocks, quants + 4);
+            // Q5_K's fifth bits: bit j of the 32 bytes at 16, one byte per value position.
+            let fifth_low = match format {
+                QuantFormat::Q5K => word_at(blocks, block + 16 + first),
+                _ => 0u32,
+            };
+            let fifth_high = match format {
+                QuantFormat::Q5K => word_at(blocks, block + 20 + first),
+                _ => 0u32,
+            };
             #[unroll]
             for i in 0..8u32 {
                 let xi = x[(at + i) as usize];
-                let q = match format {
-                    QuantFormat::Q4K => {
-                        (byte(blocks, block + 16 + (j / 2) * 32 + first + i) >> shift) & 0xF
-                    }
-                    _ => {
-                        let low =
-                            (byte(blocks, block + 48 + (j / 2) * 32 + first + i) >> shift) & 0xF;
-                        let high = (byte(blocks, block + 16 + first + i) >> j) & 1;
-                        low | (high << 4)
-                    }
-                };
+                let mut q = (byte_of(low, high, i) >> shift) & 0xF;
+                if comptime!(format == QuantFormat::Q5K) {
+                    q |= ((byte_of(fifth_low, fifth_high, i) >> j) & 1) << 4;
+                }
                 qx += f32::cast_from(q) * xi;
                 xs += xi;
             }
@@ -247,11 +291,13 @@ fn dot8(
             let low_at = block + n * 64 + (quarter % 2) * 32 + l;
             let low_shift = (quarter / 2) * 4;
             let high_at = block + 128 + n * 32 + l;
+            let (low0, low1) = (word_at(blocks, low_at), word_at(blocks, low_at + 4));
+            let (high0, high1) = (word_at(blocks, high_at), word_at(blocks, high_at + 4));
             #[unroll]
             for i in 0..8u32 {
                 let xi = x[(at + i) as usize];
-                let low = (byte(blocks, low_at + i) >> low_shift) & 0xF;
-                let high = (byte(blocks, high_at + i) >> (quarter * 2)) & 3;
+                let low = (byte_of(low0, low1, i) >> low_shift) & 0xF;
+                let high = (byte_of(high0, high1, i) >> (quarter * 2)) & 3;
                 qx += f32::cast_from(low | (high << 4)) * xi;
                 xs += xi;
             }
