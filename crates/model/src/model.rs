@@ -104,7 +104,11 @@ impl Transformer {
         };
         config.architecture = arch.to_string();
         let capacity = options.context.clamp(1, config.context_length);
-        Self::build(gguf, device, config, capacity)
+        // The weights live as long as the model: exact-fit device buffers rather than pages
+        // sized for reuse, so device memory stays the GGUF's tensor bytes.
+        device.memory_persistent_allocations((gguf, config), |(gguf, config)| {
+            Self::build(gguf, device, config, capacity)
+        })
     }
 
     fn build(
@@ -234,6 +238,11 @@ impl Transformer {
     /// Tokens in the vocabulary (rows of the embedding table).
     pub fn vocab_size(&self) -> usize {
         self.embedding.rows()
+    }
+
+    /// The device the weights live on.
+    pub fn device(&self) -> Device {
+        self.norm.weight.device()
     }
 
     /// The GGUF tensor bytes the model was built from.

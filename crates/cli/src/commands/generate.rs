@@ -41,6 +41,8 @@ pub fn run(args: &Args) -> Result<(), String> {
     let t_load = Instant::now();
     let (tok, model) = super::model_file::load_transformer(&args.model, &args.device, args.ctx)?;
     let load_ms = t_load.elapsed().as_secs_f64() * 1e3;
+    // What the device's allocator holds once the weights are loaded, before the KV cache.
+    let pools = model.device().memory_pool_usage();
     let mut cache = model.new_cache();
 
     let prompt = tok.encode(&args.prompt, true, false);
@@ -94,6 +96,12 @@ pub fn run(args: &Args) -> Result<(), String> {
             "text": text,
             "top_logits": top,
             "device": args.device,
+            "memory": {
+                "gguf_tensor_bytes": model.gguf_tensor_bytes(),
+                "weight_bytes": model.weight_bytes(),
+                "device_bytes_in_use": pools.map(|p| p.bytes_in_use),
+                "device_bytes_reserved": pools.map(|p| p.bytes_reserved),
+            },
             "timings": {
                 "load_ms": load_ms,
                 "prompt_n": prompt.len(),
