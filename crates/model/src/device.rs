@@ -30,13 +30,23 @@ impl DeviceKind {
         match self {
             DeviceKind::Cpu => Ok(Device::flex()),
             #[cfg(feature = "wgpu")]
-            DeviceKind::Wgpu => Device::wgpu_options()
-                .init()
-                .map_err(|e| ModelError::DeviceUnavailable(format!("wgpu ({e})"))),
+            DeviceKind::Wgpu => wgpu_device(),
             #[cfg(not(feature = "wgpu"))]
             DeviceKind::Wgpu => Err(ModelError::DeviceUnavailable(
                 "wgpu (built without the `wgpu` feature)".to_string(),
             )),
         }
     }
+}
+
+/// The process's wgpu device, set up on first use. burn's wgpu runtime can be initialised once
+/// per process; later callers (other models, parallel tests) share the device.
+#[cfg(feature = "wgpu")]
+fn wgpu_device() -> Result<Device> {
+    static DEVICE: std::sync::OnceLock<std::result::Result<Device, String>> =
+        std::sync::OnceLock::new();
+    DEVICE
+        .get_or_init(|| Device::wgpu_options().init().map_err(|e| e.to_string()))
+        .clone()
+        .map_err(|e| ModelError::DeviceUnavailable(format!("wgpu ({e})")))
 }

@@ -16,7 +16,8 @@ use stampo_quant::unpack::dequantize_row;
 
 const ROWS: usize = 67;
 const COLS: usize = 512;
-const TOKENS: usize = 3;
+/// More than one tile of the wgpu matmul (8 tokens), the last one partial.
+const TOKENS: usize = 11;
 
 /// The wgpu device, or `None` (with the reason printed) where this build or machine has none.
 fn wgpu_device() -> Option<Device> {

@@ -19,6 +19,10 @@ use super::{QuantFormat, QuantLayout, QuantOps};
 /// the partial sums. 64 fits every WebGPU device (the guaranteed minimum is 256).
 const THREADS: u32 = 64;
 
+/// Tokens one cube of the matmul multiplies by the same decoded weights, when there are that
+/// many (a prefill); a single token (decoding) gets a kernel of its own with a tile of one.
+const TOKEN_TILE: u32 = 8;
+
 /// The most cubes a grid dimension may hold (WebGPU's `maxComputeWorkgroupsPerDimension`).
 const MAX_CUBES: u32 = 65_535;
 
@@ -169,33 +173,31 @@ fn dequant(blocks: &[u32], row: u32, col: u32, #[comptime] format: QuantFormat) 
     }
 }
 
-/// Values `8k..8k + 8` of the row whose blocks start at byte `row`, dotted with `x[at..at + 8]`.
+/// Values `8k..8k + 8` of the row whose blocks start at byte `row`, into `w`.
 ///
-/// Eight consecutive values of any block format share one scale (and min), so the scale is
-/// decoded once per call and applied to the integer-weighted sum, `d·Σq·x + m·Σx`.
+/// Eight consecutive values of any block format share one scale and offset, so they are decoded
+/// once as `a·q + b`; values past `cols` (plain formats only) are 0.
 #[cube]
-fn dot8(
+fn dequant8(
     blocks: &[u32],
     row: u32,
     k: u32,
-    x: &[f32],
-    at: u32,
     cols: u32,
+    w: &mut Array<f32>,
     #[comptime] format: QuantFormat,
-) -> f32 {
-    let mut qx = 0.0f32;
-    let mut xs = 0.0f32;
+) {
     match format {
         QuantFormat::F32 | QuantFormat::F16 => {
             // Plain values; `cols` need not be a multiple of 8 here.
             #[unroll]
             for i in 0..8u32 {
                 let col = k * 8 + i;
-                if col < cols {
-                    qx += dequant(blocks, row, col, format) * x[(at + i) as usize];
-                }
+                w[i as usize] = if col < cols {
+                    dequant(blocks, row, col, format)
+                } else {
+                    0.0f32
+                };
             }
-            qx
         }
         QuantFormat::Q4_0 | QuantFormat::Q4_1 | QuantFormat::Q5_0 | QuantFormat::Q8_0 => {
             let block_bytes = comptime!(format.block_bytes() as u32);
@@ -217,9 +219,15 @@ fn dot8(
                 QuantFormat::Q5_0 => word_at(blocks, block + 2) >> first,
                 _ => 0u32,
             };
+            let d = half(blocks, block);
+            let offset = match format {
+                QuantFormat::Q4_0 => d * -8.0f32,
+                QuantFormat::Q4_1 => half(blocks, block + 2),
+                QuantFormat::Q5_0 => d * -16.0f32,
+                _ => 0.0f32,
+            };
             #[unroll]
             for i in 0..8u32 {
-                let xi = x[(at + i) as usize];
                 let b = byte_of(low, high, i);
                 let q = match format {
                     QuantFormat::Q5_0 => {
@@ -234,15 +242,7 @@ fn dot8(
                     }
                     _ => f32::cast_from((b >> shift) & 0xF),
                 };
-                qx += q * xi;
-                xs += xi;
-            }
-            let d = half(blocks, block);
-            match format {
-                QuantFormat::Q4_0 => d * (qx - 8.0 * xs),
-                QuantFormat::Q4_1 => d * qx + half(blocks, block + 2) * xs,
-                QuantFormat::Q5_0 => d * (qx - 16.0 * xs),
-                _ => d * qx,
+                w[i as usize] = d * q + offset;
             }
         }
         QuantFormat::Q4K | QuantFormat::Q5K => {
@@ -268,18 +268,17 @@ fn dot8(
                 QuantFormat::Q5K => word_at(blocks, block + 20 + first),
                 _ => 0u32,
             };
+            let (scale, min) = scale_min_k4(blocks, block + 4, j);
+            let a = half(blocks, block) * scale;
+            let offset = -(half(blocks, block + 2) * min);
             #[unroll]
             for i in 0..8u32 {
-                let xi = x[(at + i) as usize];
                 let mut q = (byte_of(low, high, i) >> shift) & 0xF;
                 if comptime!(format == QuantFormat::Q5K) {
                     q |= ((byte_of(fifth_low, fifth_high, i) >> j) & 1) << 4;
                 }
-                qx += f32::cast_from(q) * xi;
-                xs += xi;
+                w[i as usize] = a * f32::cast_from(q) + offset;
             }
-            let (scale, min) = scale_min_k4(blocks, block + 4, j);
-            half(blocks, block) * scale * qx - half(blocks, block + 2) * min * xs
         }
         QuantFormat::Q6K => {
             let block = row + (k / 32) * 210;
@@ -293,22 +292,23 @@ fn dot8(
             let high_at = block + 128 + n * 32 + l;
             let (low0, low1) = (word_at(blocks, low_at), word_at(blocks, low_at + 4));
             let (high0, high1) = (word_at(blocks, high_at), word_at(blocks, high_at + 4));
+            let scale = signed_byte(blocks, block + 192 + n * 8 + l / 16 + quarter * 2);
+            let a = half(blocks, block + 208) * scale;
             #[unroll]
             for i in 0..8u32 {
-                let xi = x[(at + i) as usize];
                 let low = (byte_of(low0, low1, i) >> low_shift) & 0xF;
                 let high = (byte_of(high0, high1, i) >> (quarter * 2)) & 3;
-                qx += f32::cast_from(low | (high << 4)) * xi;
-                xs += xi;
+                w[i as usize] = a * (f32::cast_from(low | (high << 4)) - 32.0);
             }
-            let scale = signed_byte(blocks, block + 192 + n * 8 + l / 16 + quarter * 2);
-            half(blocks, block + 208) * scale * (qx - 32.0 * xs)
         }
     }
 }
 
-/// One output per cube: `out[token, row] = Σ_col W[row, col] · x[token, col]`. Rows run over
-/// cube positions x and y (a grid dimension holds at most 65,535 cubes), tokens over z.
+/// `out[token, row] = Σ_col W[row, col] · x[token, col]` for one row and a tile of up to `tile`
+/// tokens per cube: each eight weights are decoded once for the whole tile, so a prefill reads
+/// the matrix once per tile rather than once per token. Decoding one token gets `tile = 1`,
+/// which spends nothing on the tile. Rows run over cube
+/// positions x and y (a grid dimension holds at most 65,535 cubes), tiles over z.
 #[cube(launch)]
 fn quant_matmul_kernel(
     blocks: &[u32],
@@ -317,37 +317,66 @@ fn quant_matmul_kernel(
     rows: u32,
     cols: u32,
     row_bytes: u32,
-    first_token: u32,
+    tokens: u32,
+    first_tile: u32,
+    #[comptime] tile: u32,
     #[comptime] format: QuantFormat,
 ) {
     let row = CUBE_POS_X + CUBE_POS_Y * CUBE_COUNT_X;
-    let token = first_token + CUBE_POS_Z;
-    let mut partial = Shared::<[f32]>::new_slice(THREADS as usize);
-    let mut sum = 0.0f32;
+    let first = (first_tile + CUBE_POS_Z) * tile;
+    let count = min(tile, tokens - first);
+    let mut partial = Shared::<[f32]>::new_slice((THREADS * tile) as usize);
+    let mut sums = Array::<f32>::new(tile as usize);
+    #[unroll]
+    for t in 0..tile {
+        sums[t as usize] = 0.0;
+    }
     if row < rows {
         let start = row * row_bytes;
-        let x_start = token * cols;
         let chunks = cols.div_ceil(8);
         let steps = (chunks + THREADS - 1 - UNIT_POS) / THREADS;
+        let mut w = Array::<f32>::new(8usize);
         for step in 0..steps {
             let k = UNIT_POS + step * THREADS;
-            sum += dot8(blocks, start, k, x, x_start + k * 8, cols, format);
+            dequant8(blocks, start, k, cols, &mut w, format);
+            #[unroll]
+            for t in 0..tile {
+                if t < count {
+                    let at = (first + t) * cols + k * 8;
+                    let mut dot = 0.0f32;
+                    #[unroll]
+                    for i in 0..8u32 {
+                        // Past `cols` (plain formats) the weight is 0 but x may not exist.
+                        if k * 8 + i < cols {
+                            dot += w[i as usize] * x[(at + i) as usize];
+                        }
+                    }
+                    sums[t as usize] += dot;
+                }
+            }
         }
     }
-    partial[UNIT_POS as usize] = sum;
+    #[unroll]
+    for t in 0..tile {
+        partial[(t * THREADS + UNIT_POS) as usize] = sums[t as usize];
+    }
     sync_cube();
-    // A halving tree, unrolled (`THREADS` is 2⁶).
+    // A halving tree per token, unrolled (`THREADS` is 2⁶).
     #[unroll]
     for level in 1..7u32 {
         let stride = THREADS >> level;
         if UNIT_POS < stride {
-            let here = partial[UNIT_POS as usize];
-            partial[UNIT_POS as usize] = here + partial[(UNIT_POS + stride) as usize];
+            #[unroll]
+            for t in 0..tile {
+                let here = (t * THREADS + UNIT_POS) as usize;
+                let sum = partial[here] + partial[here + stride as usize];
+                partial[here] = sum;
+            }
         }
         sync_cube();
     }
-    if UNIT_POS == 0 && row < rows {
-        out[(token * rows + row) as usize] = partial[0];
+    if UNIT_POS < count && row < rows {
+        out[((first + UNIT_POS) * rows + row) as usize] = partial[(UNIT_POS * THREADS) as usize];
     }
 }
 
@@ -396,9 +425,15 @@ impl QuantOps for Cube {
         let words = blocks.meta.shape()[0];
         let x_len = tokens * layout.cols;
         let out_len = tokens * layout.rows;
+        let tile = if tokens >= TOKEN_TILE as usize {
+            TOKEN_TILE
+        } else {
+            1
+        };
+        let tiles = tokens.div_ceil(tile as usize);
         let mut first = 0;
-        while first < tokens {
-            let count = (tokens - first).min(MAX_CUBES as usize);
+        while first < tiles {
+            let count = (tiles - first).min(MAX_CUBES as usize);
             // SAFETY: each buffer is bound with the length of the tensor it comes from, and the
             // kernel indexes below those lengths (rows × row_bytes ≤ words × 4 is checked when
             // the layer is built; tokens × cols = x's length).
@@ -413,7 +448,9 @@ impl QuantOps for Cube {
                     rows,
                     layout.cols as u32,
                     row_bytes,
+                    tokens as u32,
                     first as u32,
+                    tile,
                     layout.format,
                 );
             }
