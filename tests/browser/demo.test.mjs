@@ -147,6 +147,54 @@ test("invalid Custom JSON is shown as an error and settings persist across a rel
   assert.equal(await page.locator("#custom-json").inputValue(), "{not json");
 });
 
+test("every control is named for screen readers and reachable by Tab; results are announced", { timeout: 60_000 }, async () => {
+  // Chromium's own accessibility tree: what a screen reader is given.
+  const cdp = await page.context().newCDPSession(page);
+  const { nodes } = await cdp.send("Accessibility.getFullAXTree");
+  await cdp.detach();
+  const controls = new Set(["button", "textbox", "combobox", "checkbox", "slider", "spinbutton", "link", "radio", "switch", "searchbox", "listbox"]);
+  const shown = nodes.filter((n) => !n.ignored);
+  const unnamed = shown.filter((n) => controls.has(n.role?.value) && !String(n.name?.value ?? "").trim());
+  assert.deepEqual(unnamed.map((n) => `${n.role.value} (backend node ${n.backendDOMNodeId})`), [], "controls without an accessible name");
+  const roles = new Set(shown.map((n) => n.role?.value));
+  for (const landmark of ["main", "heading"]) assert.ok(roles.has(landmark), `a ${landmark} in ${[...roles].join(", ")}`);
+  const named = shown.filter((n) => controls.has(n.role?.value)).length;
+
+  // Keyboard: from the top of the page, Tab reaches every visible, enabled control.
+  // A radio group is one Tab stop (arrow keys move inside it): its radios share one probe.
+  const focusable = await page.evaluate(() => {
+    const all = document.querySelectorAll("a[href], button, input, select, textarea, [tabindex]");
+    const probes = new Set();
+    [...all]
+      .filter((e) => !e.disabled && e.tabIndex >= 0 && e.type !== "hidden" && e.checkVisibility({ visibilityProperty: true }))
+      .forEach((e, i) => {
+        e.dataset.a11yProbe = e.type === "radio" && e.name ? `radio:${e.name}` : String(i);
+        probes.add(e.dataset.a11yProbe);
+      });
+    return [...probes];
+  });
+  await page.locator("h1").click();
+  const reached = new Set();
+  for (let i = 0; i < focusable.length + 10; i++) {
+    await page.keyboard.press("Tab");
+    const probe = await page.evaluate(() => document.activeElement?.dataset?.a11yProbe ?? null);
+    if (probe !== null) reached.add(probe);
+  }
+  const missed = await page.evaluate((ids) => ids.map((id) => document.querySelector(`[data-a11y-probe="${id}"]`))
+    .map((e) => `${e.tagName.toLowerCase()}#${e.id || "?"}`), focusable.filter((id) => !reached.has(id)));
+  assert.deepEqual(missed, [], "controls Tab never reaches");
+
+  // What the page reports after a run — model status, outputs, progress — is in live regions,
+  // so a screen reader announces it without the user going to look.
+  const live = await page.evaluate(() => ["#model-status", "#output-constrained", "#batch-status"].map((sel) => {
+    const e = document.querySelector(sel);
+    if (!e) return `${sel} missing`;
+    return e.closest("[aria-live], [role=status], [role=log], [role=alert]") ? null : sel;
+  }).filter(Boolean));
+  assert.deepEqual(live, [], "results outside any live region");
+  console.log(`# accessibility: ${named} named controls, ${focusable.length} reached by Tab`);
+});
+
 test("installable, and with the server gone a reload still runs an extraction", { timeout: 300_000 }, async () => {
   const manifest = await page.evaluate(async () => {
     const link = document.querySelector('link[rel="manifest"]');

@@ -37,10 +37,12 @@ fn App() -> impl IntoView {
                 "the output takes the exact shape of a JSON Schema or a GBNF grammar."
             </p>
         </header>
-        <ModelPanel engine=engine/>
-        <SchemaPanel constraint=constraint/>
-        <ExtractPanel engine=engine constraint=constraint settings=settings/>
-        <BatchPanel engine=engine constraint=constraint settings=settings/>
-        <SettingsPanel settings=settings/>
+        <main>
+            <ModelPanel engine=engine/>
+            <SchemaPanel constraint=constraint/>
+            <ExtractPanel engine=engine constraint=constraint settings=settings/>
+            <BatchPanel engine=engine constraint=constraint settings=settings/>
+            <SettingsPanel settings=settings/>
+        </main>
     }
 }

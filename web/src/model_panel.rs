@@ -102,6 +102,10 @@ pub fn ModelPanel(engine: RwSignal<Option<Stampo>, LocalStorage>) -> impl IntoVi
             <button id="load-model" on:click=load_url disabled=busy>"Load"</button>
             <label for="model-file">"…or a GGUF file from this computer (or drop one on this panel)"</label>
             <input id="model-file" type="file" accept=".gguf" on:change=load_file disabled=busy/>
+            // One live region for the model's state: announced when loading ends (held back
+            // while busy, so the progress figures are not read out one by one).
+            <div id="model-status" aria-live="polite"
+                aria-busy=move || matches!(phase.get(), Phase::Loading { .. }).to_string()>
             {move || match phase.get() {
                 Phase::Idle => view! { <p>"Not loaded."</p> }.into_any(),
                 Phase::Loading { phase, loaded, total } => view! {
@@ -129,6 +133,7 @@ pub fn ModelPanel(engine: RwSignal<Option<Stampo>, LocalStorage>) -> impl IntoVi
                     <p class="error" role="alert">"Could not load the model: " {message}</p>
                 }.into_any(),
             }}
+            </div>
             <h3>"Models kept in this browser"</h3>
             <ul id="cached-models">
                 {move || {
