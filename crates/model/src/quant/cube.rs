@@ -386,6 +386,7 @@ fn quant_rows_kernel(
     blocks: &[u32],
     ids: &[u32],
     out: &mut [f32],
+    rows: u32,
     cols: u32,
     row_bytes: u32,
     total: u32,
@@ -393,7 +394,8 @@ fn quant_rows_kernel(
 ) {
     let at = ABSOLUTE_POS as u32;
     if at < total {
-        let row = ids[(at / cols) as usize];
+        // Ids are checked against the vocabulary by the model; a stray one reads the last row.
+        let row = min(ids[(at / cols) as usize], rows - 1);
         out[at as usize] = dequant(blocks, row * row_bytes, at % cols, format);
     }
 }
@@ -467,18 +469,21 @@ impl QuantOps for Cube {
         let blocks = into_contiguous(blocks);
         let ids = into_contiguous(ids);
         let client = blocks.client.clone();
-        // The ids are a handful of token ids the host just chose: read them back and rewrite
-        // them as `u32` (the device's int type may be i32 or i64).
-        let ids: Vec<u32> = burn_cubecl::ops::into_data_sync(ids)
-            .convert::<i64>()
-            .try_into_vec::<i64>()
-            .unwrap_or_default()
-            .into_iter()
-            // Ids are checked against the vocabulary by the model before they get here.
-            .map(|id| (id.max(0) as u32).min(layout.rows.saturating_sub(1) as u32))
-            .collect();
-        let count = ids.len();
-        let ids_handle = client.create_from_slice(u32::as_bytes(&ids));
+        let count = ids.meta.shape()[0];
+        let ids_handle = if ids.dtype == DType::U32 {
+            // `QLinear::rows_of` writes them so: used in place, with no trip through the host.
+            ids.handle.clone()
+        } else {
+            // Another int type (i32, i64): read back and rewritten as `u32`.
+            let ids: Vec<u32> = burn_cubecl::ops::into_data_sync(ids)
+                .convert::<i64>()
+                .try_into_vec::<i64>()
+                .unwrap_or_default()
+                .into_iter()
+                .map(|id| id.clamp(0, i64::from(u32::MAX)) as u32)
+                .collect();
+            client.create_from_slice(u32::as_bytes(&ids))
+        };
         let out = empty_device_dtype(
             client.clone(),
             blocks.device.clone(),
@@ -491,7 +496,7 @@ impl QuantOps for Cube {
         let cubes = (total as u32).div_ceil(THREADS);
         let across = cubes.clamp(1, MAX_CUBES);
         let words = blocks.meta.shape()[0];
-        // SAFETY: as above; every id is clamped to the rows of the matrix.
+        // SAFETY: as above; the kernel clamps every id to the rows of the matrix.
         unsafe {
             quant_rows_kernel::launch(
                 &client,
@@ -500,6 +505,7 @@ impl QuantOps for Cube {
                 BufferArg::from_raw_parts(blocks.handle.clone(), words),
                 BufferArg::from_raw_parts(ids_handle, count),
                 BufferArg::from_raw_parts(out.handle.clone(), total),
+                layout.rows as u32,
                 layout.cols as u32,
                 row_bytes,
                 total as u32,

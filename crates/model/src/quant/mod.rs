@@ -192,11 +192,14 @@ impl QLinear {
             if !ids.iter().any(|&id| here(id)) {
                 continue;
             }
-            let local: Vec<i64> = ids
+            let local: Vec<u32> = ids
                 .iter()
-                .map(|&id| (id as usize).saturating_sub(first).min(layout.rows - 1) as i64)
+                .map(|&id| (id as usize).saturating_sub(first).min(layout.rows - 1) as u32)
                 .collect();
-            let local = Tensor::<1, Int>::from_data(TensorData::new(local, [ids.len()]), &device);
+            let local = Tensor::<1, Int>::from_data(
+                TensorData::new(local, [ids.len()]),
+                (&device, DType::U32),
+            );
             let rows = Tensor::<2>::from_dispatch(<Dispatch as QuantOps>::quant_rows(
                 blocks.clone().into_dispatch(),
                 local.into_dispatch(),
