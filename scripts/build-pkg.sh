@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the npm package into pkg/dist: the wasm runtime (scripts/build-wasm.sh) and the JS
-# API from pkg/src.
+# API from pkg/src; then packs it as a registry would serve it, pkg/stampo.tgz (`npm pack`: only
+# what package.json's `files` lists), which the sample app's browser test installs.
 #
 # Usage: scripts/build-pkg.sh [--ship]   (--ship: the LTO build that is published)
 set -euo pipefail
@@ -16,4 +17,6 @@ mkdir -p "$dist/wasm"
 cp "$STAMPO_CACHE/wasm/$profile/"stampo_wasm* "$dist/wasm/"
 cp "$root"/pkg/src/*.js "$root"/pkg/src/*.d.ts "$dist/"
 cp "$root"/pkg/README.md "$dist/"
-echo "build-pkg: $dist ($(du -sh "$dist" | cut -f1))"
+tarball=$(cd "$root/pkg" && npm pack --silent --pack-destination "$root/pkg" | tail -n 1)
+mv "$root/pkg/$tarball" "$root/pkg/stampo.tgz"
+echo "build-pkg: $dist ($(du -sh "$dist" | cut -f1)), packed as pkg/stampo.tgz ($(du -h "$root/pkg/stampo.tgz" | cut -f1))"

@@ -1,10 +1,10 @@
-// A web app that depends on the stampo package (pkg/, built into pkg/dist by
-// scripts/build-pkg.sh) as any app would — a `file:` dependency installed by npm, bundled by
-// Vite (worker and wasm included) — runs the person extraction in headless Chromium.
+// A web app that depends on the stampo package as any app would — the tarball that
+// scripts/build-pkg.sh packs (pkg/stampo.tgz, what a registry would serve), installed by npm,
+// bundled by Vite (worker and wasm included) — runs the person extraction in headless Chromium.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
-import { existsSync } from "node:fs";
+import { existsSync, lstatSync, rmSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -21,10 +21,16 @@ let server;
 let browser;
 
 before(async () => {
-  const built = join(root, "pkg/dist/wasm/stampo_wasm_bg.wasm");
+  const built = join(root, "pkg/stampo.tgz");
   if (!existsSync(built)) throw new Error(`the package is not built (run scripts/build-pkg.sh): ${built} missing`);
-  // The `file:` dependency needs no registry.
+  // The packed tarball, installed as from a registry (only the files it ships; no registry
+  // needed). The old copy goes first: npm keeps an installed tarball whose name is unchanged.
+  rmSync(join(app, "node_modules/stampo"), { recursive: true, force: true });
   execFileSync("npm", ["install", "--no-audit", "--no-fund", "--no-package-lock", "--loglevel=error"], { cwd: app, stdio: "inherit" });
+  // What was installed is a copy with the package's files, not a link to the source tree.
+  assert.ok(!lstatSync(join(app, "node_modules/stampo")).isSymbolicLink(), "installed from the tarball");
+  assert.ok(existsSync(join(app, "node_modules/stampo/dist/wasm/stampo_wasm_bg.wasm")));
+  assert.ok(!existsSync(join(app, "node_modules/stampo/src")), "the tarball ships dist/, not src/");
   await build({ root: app, configFile: join(app, "vite.config.js"), logLevel: "warn" });
   server = await serve({ "/models/": models, "/": join(app, "dist") });
   browser = await launchChromium();
