@@ -8,7 +8,10 @@
 //! `STAMPO_REQUIRE_WGPU=1` (set by `scripts/test.sh`, whose set-up installs lavapipe) makes a
 //! missing adapter a failure.
 
+mod common;
+
 use burn::tensor::{Tensor, TensorData};
+use common::wgpu_device;
 use stampo_model::quant::{QLinear, QuantFormat, QuantLayout};
 use stampo_model::{Device, DeviceKind, to_vec};
 use stampo_quant::sample::{Rng, random_matrix};
@@ -18,21 +21,6 @@ const ROWS: usize = 67;
 const COLS: usize = 512;
 /// More than one tile of the wgpu matmul (8 tokens), the last one partial.
 const TOKENS: usize = 11;
-
-/// The wgpu device, or `None` (with the reason printed) where this build or machine has none.
-fn wgpu_device() -> Option<Device> {
-    match DeviceKind::Wgpu.device() {
-        Ok(device) => Some(device),
-        Err(e) => {
-            assert!(
-                std::env::var("STAMPO_REQUIRE_WGPU").as_deref() != Ok("1"),
-                "STAMPO_REQUIRE_WGPU=1 but {e}"
-            );
-            println!("SKIPPED the wgpu device: {e}");
-            None
-        }
-    }
-}
 
 /// Every row of the matrix, dequantised by the reference.
 fn reference_rows(format: QuantFormat, bytes: &[u8]) -> Vec<Vec<f32>> {

@@ -7,26 +7,16 @@
 
 mod common;
 
-use common::model_bytes;
+use common::{model_bytes, wgpu_device};
 use stampo_gguf::Gguf;
-use stampo_model::{DeviceKind, LoadOptions, Transformer};
+use stampo_model::{LoadOptions, Transformer};
 
 /// The default models, loaded one after the other onto the one wgpu device of this process
 /// (burn's runtime is set up once per process), each kept alive: what each load adds to the
 /// allocator is measured. One test, so no other test's buffers come and go in between.
 #[test]
 fn weights_take_their_gguf_bytes_on_wgpu() {
-    let device = match DeviceKind::Wgpu.device() {
-        Ok(device) => device,
-        Err(e) => {
-            assert!(
-                std::env::var("STAMPO_REQUIRE_WGPU").as_deref() != Ok("1"),
-                "STAMPO_REQUIRE_WGPU=1 but {e}"
-            );
-            println!("SKIPPED the wgpu device: {e}");
-            return;
-        }
-    };
+    let Some(device) = wgpu_device() else { return };
     let usage = || {
         device
             .memory_pool_usage()

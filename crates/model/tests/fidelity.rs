@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{argmax, fixture, model_bytes};
+use common::{argmax, fixture, model_bytes, wgpu_device};
 use stampo_gguf::Gguf;
 use stampo_model::{DeviceKind, LoadOptions, Transformer, to_vec};
 
@@ -177,22 +177,6 @@ fidelity_tests! {
     smollm2_wgpu: "SmolLM2-135M-Instruct.Q4_1.gguf", DeviceKind::Wgpu;
     qwen2_wgpu: "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", DeviceKind::Wgpu;
     gemma3_wgpu: "gemma-3-270m-q4_k_m.gguf", DeviceKind::Wgpu;
-}
-
-/// The wgpu device, or `None` (with the reason printed) where this build or machine has none;
-/// `STAMPO_REQUIRE_WGPU=1` (set by `scripts/test.sh`) makes a missing adapter a failure.
-fn wgpu_device() -> Option<stampo_model::Device> {
-    match DeviceKind::Wgpu.device() {
-        Ok(device) => Some(device),
-        Err(e) => {
-            assert!(
-                std::env::var("STAMPO_REQUIRE_WGPU").as_deref() != Ok("1"),
-                "STAMPO_REQUIRE_WGPU=1 but {e}"
-            );
-            println!("SKIPPED the wgpu device: {e}");
-            None
-        }
-    }
 }
 
 /// The first-position logits of the first `prompts` fixture prompts on the wgpu device: the

@@ -36,6 +36,23 @@ pub fn model_bytes(file: &str) -> Option<Vec<u8>> {
     }
 }
 
+/// The wgpu device, or `None` (after printing `SKIPPED`) where this build or machine has none;
+/// `STAMPO_REQUIRE_WGPU=1` (set by `scripts/test.sh`, whose set-up installs lavapipe) makes a
+/// missing adapter a failure.
+pub fn wgpu_device() -> Option<stampo_model::Device> {
+    match stampo_model::DeviceKind::Wgpu.device() {
+        Ok(device) => Some(device),
+        Err(e) => {
+            assert!(
+                std::env::var("STAMPO_REQUIRE_WGPU").as_deref() != Ok("1"),
+                "STAMPO_REQUIRE_WGPU=1 but {e}"
+            );
+            println!("SKIPPED the wgpu device: {e}");
+            None
+        }
+    }
+}
+
 /// One prompt of a llama.cpp fixture.
 #[derive(Debug, Deserialize)]
 pub struct FixturePrompt {
