@@ -88,13 +88,6 @@ fn signed_byte(blocks: &[u32], at: u32) -> f32 {
     value
 }
 
-/// Nibble `i` (0..32) of the 16 bytes at `at`: low nibbles hold values 0..16, high 16..32.
-#[cube]
-fn nibble(blocks: &[u32], at: u32, i: u32) -> u32 {
-    let b = byte(blocks, at + i % 16);
-    (b >> ((i / 16) * 4)) & 0xF
-}
-
 /// The 6-bit scale and min of sub-block `j` (0..8) of a Q4_K/Q5_K block whose 12 packed bytes
 /// start at `at` (ggml's `get_scale_min_k4`).
 #[cube]
@@ -109,68 +102,6 @@ fn scale_min_k4(blocks: &[u32], at: u32, j: u32) -> (f32, f32) {
         )
     };
     (f32::cast_from(scale), f32::cast_from(min))
-}
-
-/// Value `col` of the row whose blocks start at byte `row`, as ggml's `dequantize_row_*` gives it.
-#[cube]
-fn dequant(blocks: &[u32], row: u32, col: u32, #[comptime] format: QuantFormat) -> f32 {
-    match format {
-        QuantFormat::F32 => f32::reinterpret(blocks[((row / 4) + col) as usize]),
-        QuantFormat::F16 => half(blocks, row + col * 2),
-        QuantFormat::Q4_0 => {
-            let at = row + (col / 32) * 18;
-            half(blocks, at) * (f32::cast_from(nibble(blocks, at + 2, col % 32)) - 8.0)
-        }
-        QuantFormat::Q4_1 => {
-            let at = row + (col / 32) * 20;
-            let q = f32::cast_from(nibble(blocks, at + 4, col % 32));
-            half(blocks, at) * q + half(blocks, at + 2)
-        }
-        QuantFormat::Q5_0 => {
-            let at = row + (col / 32) * 22;
-            let i = col % 32;
-            let high = (byte(blocks, at + 2 + i / 8) >> (i % 8)) & 1;
-            let q = nibble(blocks, at + 6, i) | (high << 4);
-            half(blocks, at) * (f32::cast_from(q) - 16.0)
-        }
-        QuantFormat::Q8_0 => {
-            let at = row + (col / 32) * 34;
-            half(blocks, at) * signed_byte(blocks, at + 2 + col % 32)
-        }
-        QuantFormat::Q4K => {
-            let at = row + (col / 256) * 144;
-            let j = (col % 256) / 32;
-            let i = col % 32;
-            let (scale, min) = scale_min_k4(blocks, at + 4, j);
-            // Sub-blocks 2k and 2k+1 share 32 bytes: low nibbles, then high nibbles.
-            let q = (byte(blocks, at + 16 + (j / 2) * 32 + i) >> ((j % 2) * 4)) & 0xF;
-            half(blocks, at) * scale * f32::cast_from(q) - half(blocks, at + 2) * min
-        }
-        QuantFormat::Q5K => {
-            let at = row + (col / 256) * 176;
-            let j = (col % 256) / 32;
-            let i = col % 32;
-            let (scale, min) = scale_min_k4(blocks, at + 4, j);
-            let low = (byte(blocks, at + 48 + (j / 2) * 32 + i) >> ((j % 2) * 4)) & 0xF;
-            let high = (byte(blocks, at + 16 + i) >> j) & 1;
-            let q = f32::cast_from(low | (high << 4));
-            half(blocks, at) * scale * q - half(blocks, at + 2) * min
-        }
-        QuantFormat::Q6K => {
-            let at = row + (col / 256) * 210;
-            let k = col % 256;
-            // Two halves of 128 values; in each, four quarters of 32 share the same 32 `l`.
-            let n = k / 128;
-            let quarter = (k % 128) / 32;
-            let l = k % 32;
-            let low =
-                (byte(blocks, at + n * 64 + (quarter % 2) * 32 + l) >> ((quarter / 2) * 4)) & 0xF;
-            let high = (byte(blocks, at + 128 + n * 32 + l) >> (quarter * 2)) & 3;
-            let q = f32::cast_from(low | (high << 4)) - 32.0;
-            let scale = signed_byte(blocks, at + 192 + n * 8 + l / 16 + quarter * 2);
-            half(blocks, at + 208) * scale * q
-        }
-    }
 }
 
 /// Values `8k..8k + 8` of the row whose blocks start at byte `row`, into `w`.
@@ -192,10 +123,12 @@ fn dequant8(
             #[unroll]
             for i in 0..8u32 {
                 let col = k * 8 + i;
-                w[i as usize] = if col < cols {
-                    dequant(blocks, row, col, format)
-                } else {
+                w[i as usize] = if col >= cols {
                     0.0f32
+                } else if comptime!(format == QuantFormat::F32) {
+                    f32::reinterpret(blocks[((row / 4) + col) as usize])
+                } else {
+                    half(blocks, row + col * 2)
                 };
             }
         }
@@ -380,7 +313,8 @@ fn quant_matmul_kernel(
     }
 }
 
-/// One value per unit: `out[i, col] = W[ids[i], col]`.
+/// Eight values per unit, decoded as the matmul decodes them: `out[i, 8k..8k + 8] =
+/// W[ids[i], 8k..8k + 8]`.
 #[cube(launch)]
 fn quant_rows_kernel(
     blocks: &[u32],
@@ -389,14 +323,25 @@ fn quant_rows_kernel(
     rows: u32,
     cols: u32,
     row_bytes: u32,
-    total: u32,
+    total_chunks: u32,
     #[comptime] format: QuantFormat,
 ) {
     let at = ABSOLUTE_POS as u32;
-    if at < total {
+    if at < total_chunks {
+        let chunks = cols.div_ceil(8);
+        let i = at / chunks;
+        let k = at % chunks;
         // Ids are checked against the vocabulary by the model; a stray one reads the last row.
-        let row = min(ids[(at / cols) as usize], rows - 1);
-        out[at as usize] = dequant(blocks, row * row_bytes, at % cols, format);
+        let row = min(ids[i as usize], rows - 1);
+        let mut w = Array::<f32>::new(8usize);
+        dequant8(blocks, row * row_bytes, k, cols, &mut w, format);
+        #[unroll]
+        for v in 0..8u32 {
+            let col = k * 8 + v;
+            if col < cols {
+                out[(i * cols + col) as usize] = w[v as usize];
+            }
+        }
     }
 }
 
@@ -492,8 +437,9 @@ impl QuantOps for Cube {
         );
         let row_bytes = row_bytes(layout);
         let total = count * layout.cols;
+        let total_chunks = count * layout.cols.div_ceil(8);
         let cube_dim = CubeDim::new_1d(THREADS);
-        let cubes = (total as u32).div_ceil(THREADS);
+        let cubes = (total_chunks as u32).div_ceil(THREADS);
         let across = cubes.clamp(1, MAX_CUBES);
         let words = blocks.meta.shape()[0];
         // SAFETY: as above; the kernel clamps every id to the rows of the matrix.
@@ -508,7 +454,7 @@ impl QuantOps for Cube {
                 layout.rows as u32,
                 layout.cols as u32,
                 row_bytes,
-                total as u32,
+                total_chunks as u32,
                 layout.format,
             );
         }
