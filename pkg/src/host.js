@@ -1,10 +1,30 @@
 // The engine's message handler, shared by the worker (worker.js) and the same-thread mode:
-// owns the wasm module and the loaded model. One request runs at a time (the engine is
-// synchronous); an abort arrives through a SharedArrayBuffer flag read after every token.
-import init, { Engine, compileSchema } from "./wasm/stampo_wasm.js";
+// owns the wasm module and the loaded model. Messages are handled one at a time, in order:
+// the engine's calls return promises (WebGPU reads logits back asynchronously), and a second
+// call into the engine while one is pending would be refused. An abort arrives through a
+// SharedArrayBuffer flag read after every token.
+import init, { loadEngine, compileSchema } from "./wasm/stampo_wasm.js";
 
 function fail(code, message) {
   return Object.assign(new Error(message), { code });
+}
+
+/**
+ * The device for `requested`. "auto" takes WebGPU only from a hardware adapter: a software
+ * fallback adapter (SwiftShader) runs slower than the CPU path. Returns the device to ask the
+ * engine for and, when "auto" passes WebGPU over, why.
+ */
+async function chooseDevice(requested) {
+  if (requested !== "auto") return { device: requested, fallback: null };
+  if (!globalThis.navigator?.gpu) return { device: "cpu", fallback: "this browser has no WebGPU" };
+  const adapter = await navigator.gpu.requestAdapter().catch(() => null);
+  if (!adapter) return { device: "cpu", fallback: "no WebGPU adapter" };
+  const info = adapter.info ?? {};
+  if (info.isFallbackAdapter ?? adapter.isFallbackAdapter) {
+    const name = [info.vendor, info.architecture].filter(Boolean).join(" ") || "unnamed";
+    return { device: "cpu", fallback: `the WebGPU adapter (${name}) is a software fallback, slower than the CPU path` };
+  }
+  return { device: "auto", fallback: null };
 }
 
 /** A handler of index.js's messages; `post` sends replies (chunks, done, error). */
@@ -23,8 +43,11 @@ export function createHost(post) {
         engine?.free();
         engine = null;
         const started = performance.now();
-        engine = new Engine(new Uint8Array(msg.buffer), msg.contextSize);
-        return { info: JSON.parse(engine.info()), loadMs: performance.now() - started };
+        const { device, fallback } = await chooseDevice(msg.device ?? "auto");
+        engine = await loadEngine(new Uint8Array(msg.buffer), msg.contextSize, device);
+        const info = JSON.parse(engine.info());
+        info.webgpu_fallback ??= fallback;
+        return { info, loadMs: performance.now() - started };
       }
       case "run": {
         const abort = msg.abort ? new Int32Array(msg.abort) : undefined;
@@ -32,7 +55,7 @@ export function createHost(post) {
           post({ id: msg.id, type: "chunk", chunk });
           return false;
         };
-        return { response: loaded().run(msg.body, msg.customJson ?? "", onChunk, abort) };
+        return { response: await loaded().run(msg.body, msg.customJson ?? "", onChunk, abort) };
       }
       case "tokenize":
         return {
@@ -51,7 +74,7 @@ export function createHost(post) {
     }
   }
 
-  return async (msg) => {
+  async function reply(msg) {
     try {
       post({ id: msg.id, type: "done", ...(await handle(msg)) });
     } catch (err) {
@@ -61,5 +84,12 @@ export function createHost(post) {
         error: { message: err?.message ?? String(err), code: err?.code ?? "internal" },
       });
     }
+  }
+
+  // `reply` never rejects, so the chain never breaks.
+  let queue = Promise.resolve();
+  return (msg) => {
+    queue = queue.then(() => reply(msg));
+    return queue;
   };
 }

@@ -8,7 +8,10 @@ export interface LoadProgress {
 export interface LoadOptions {
   /** A URL, a File/Blob, an ArrayBuffer (or view) or a ReadableStream of a GGUF file. */
   model: string | URL | Blob | ArrayBuffer | ArrayBufferView | ReadableStream<Uint8Array>;
-  /** "auto" and "cpu" run on the CPU (WebGPU is not implemented yet; "webgpu" is refused). */
+  /**
+   * "auto" (default): WebGPU where the browser has an adapter, else the CPU. "webgpu": WebGPU
+   * or an error with code `device_unavailable`. "cpu": the CPU (wasm `simd128`).
+   */
   device?: "auto" | "cpu" | "webgpu";
   /** KV cache size in tokens, capped at the model's context length. Default 4096. */
   contextSize?: number;
@@ -28,7 +31,9 @@ export interface ModelInfo {
   context_size: number;
   n_vocab: number;
   weight_bytes: number;
-  device: "cpu";
+  device: "webgpu" | "cpu";
+  /** Why "auto" did not use WebGPU (no adapter, say); null otherwise. */
+  webgpu_fallback: string | null;
   loadMs: number;
   source: "network" | "cache" | "file" | "memory" | "stream";
   /** Where a model from a URL is kept: OPFS, else Cache Storage; null when not cached. */
@@ -36,7 +41,6 @@ export interface ModelInfo {
   bytes: number;
   /** Why the download could not be cached (a quota error, say); the model still loaded. */
   cacheError?: string | null;
-  webgpu: string;
 }
 
 export interface RequestOptions {
@@ -68,7 +72,7 @@ export class Stampo {
     usage(): Promise<StorageEstimate | { usage: null; quota: null }>;
   };
   readonly info: ModelInfo;
-  readonly device: "cpu";
+  readonly device: "webgpu" | "cpu";
   readonly chat: {
     completions: {
       /** OpenAI's `/v1/chat/completions`: with `stream: true`, an async iterable of chunks. */

@@ -294,19 +294,19 @@ async function run(channel, body, { signal, customJson } = {}, onChunk) {
 export class Stampo {
   /**
    * Loads a GGUF model. `model`: a URL, File, Blob, ArrayBuffer or ReadableStream.
-   * `device`: "auto" | "cpu" | "webgpu" (WebGPU is not implemented yet: "auto" runs on the CPU
-   * and `engine.device` says so; "webgpu" is refused).
+   * `device`: "auto" (WebGPU where the browser has an adapter, else the CPU; `info.webgpu_fallback`
+   * says why not), "webgpu" (an error with code `device_unavailable` when it cannot start) or
+   * "cpu". `engine.device` says which one runs.
    */
   static async load({ model, device = "auto", contextSize = 4096, onProgress, signal, cache = true, sha256, worker = true } = {}) {
-    if (device === "webgpu") throw new StampoError("the WebGPU path is not implemented yet; use device: 'cpu' or 'auto'", "device_unavailable");
-    if (!["auto", "cpu"].includes(device)) throw new StampoError(`device must be "auto", "cpu" or "webgpu", got ${JSON.stringify(device)}`, "invalid_argument");
+    if (!["auto", "cpu", "webgpu"].includes(device)) throw new StampoError(`device must be "auto", "cpu" or "webgpu", got ${JSON.stringify(device)}`, "invalid_argument");
     const { buffer, source, cacheError, store } = await modelBytes(model, { onProgress, signal, cache, sha256 });
     const channel = new Channel(worker);
     onProgress?.({ phase: "parse", loaded: buffer.byteLength, total: buffer.byteLength });
     const size = buffer.byteLength;
-    const msg = await channel.call({ type: "load", buffer, contextSize }, { transfer: worker ? [buffer] : [] });
+    const msg = await channel.call({ type: "load", buffer, contextSize, device }, { transfer: worker ? [buffer] : [] });
     onProgress?.({ phase: "ready", loaded: size, total: size });
-    return new Stampo(channel, { ...msg.info, loadMs: msg.loadMs, source, cacheStore: store ?? null, bytes: size, cacheError, webgpu: "not implemented" });
+    return new Stampo(channel, { ...msg.info, loadMs: msg.loadMs, source, cacheStore: store ?? null, bytes: size, cacheError });
   }
 
   constructor(channel, info) {

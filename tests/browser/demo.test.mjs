@@ -53,6 +53,8 @@ test("the page loads the default model, extracts under the schema and without it
   await page.locator("#model-ready").waitFor({ timeout: 120_000 });
   const ready = await page.locator("#model-ready").textContent();
   assert.match(ready, /ready on the cpu/);
+  // SwiftShader, Chromium's software WebGPU adapter here, is passed over, and the page says so.
+  assert.match(await page.locator("#model-device").textContent(), /CPU path in a Web Worker: (the WebGPU adapter .* is a software fallback|no WebGPU adapter|this browser has no WebGPU)/);
   await page.locator("#cached-models").getByText("SmolLM2-135M-Instruct.Q4_1.gguf").waitFor();
 
   await page.locator("#extract").click();

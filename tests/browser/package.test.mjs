@@ -98,6 +98,7 @@ test("the default model loads into the worker with progress, on the CPU", { time
   console.log(`# loaded: ${JSON.stringify(info)}`);
   assert.equal(info.source, "network");
   assert.equal(info.device, "cpu");
+  assert.match(info.webgpu_fallback, /software fallback|no WebGPU/, "auto says why WebGPU was passed over");
   assert.equal(info.architecture, "llama");
   assert.ok(info.phases.includes("download") && info.phases.includes("ready"), info.phases.join());
   assert.equal(info.last.loaded, info.bytes);
@@ -142,6 +143,61 @@ test("an abort mid-stream rejects with AbortError and the engine goes on serving
   assert.equal(out.error?.name, "AbortError", JSON.stringify(out));
   assert.ok(out.seen >= 3 && out.seen < 10, `chunks before the abort took hold: ${out.seen}`);
   assert.ok(out.after.length > 0);
+});
+
+test("on WebGPU the model gives the CPU path's first-token probabilities and a schema-shaped answer", { timeout: 600_000 }, async () => {
+  // Here the adapter is SwiftShader (a software fallback, so "auto" keeps to the CPU):
+  // "webgpu" is asked for by name. Slow (a CPU emulating a GPU), but the same WGSL kernels a
+  // GPU runs.
+  const adapter = await webgpuInfo(page);
+  if (!adapter.available) {
+    const why = `SKIPPED: no WebGPU adapter in this Chromium (${adapter.reason})`;
+    if (process.env.STAMPO_REQUIRE_WGPU === "1") assert.fail(why);
+    console.log(`# ${why}`);
+    return;
+  }
+  const out = await page.evaluate(async ({ url }) => {
+    const probe = { prompt: "The capital of France is", n_predict: 3, temperature: 0, n_probs: 5 };
+    // Constrained, through the chat API and its worker, kept short: SwiftShader runs a token
+    // in seconds.
+    const city = {
+      messages: [{ role: "user", content: "Giulia vive a Torino. In che città vive Giulia?" }],
+      temperature: 0,
+      max_tokens: 8,
+      response_format: { type: "json_schema", json_schema: { name: "citta", schema: { enum: ["Milano", "Roma", "Torino"] } } },
+    };
+    const cpu = await window.engine.completion(probe);
+    const cpuCity = await window.engine.chat.completions.create(city);
+    const t0 = performance.now();
+    const gpu = await window.stampo.Stampo.load({ model: url, device: "webgpu", contextSize: 256 });
+    const loadMs = performance.now() - t0;
+    try {
+      const onGpu = await gpu.completion(probe);
+      const gpuCity = await gpu.chat.completions.create(city);
+      return { device: gpu.device, fallback: gpu.info.webgpu_fallback, loadMs, cpu, onGpu, cpuCity, gpuCity };
+    } finally {
+      await gpu.unload();
+    }
+  }, { url: MODEL_URL });
+  assert.equal(out.device, "webgpu");
+  assert.equal(out.fallback, null);
+  const top = (r) => r.completion_probabilities[0].top_logprobs;
+  const [cpuTop, gpuTop] = [top(out.cpu), top(out.onGpu)];
+  const show = (list) => JSON.stringify(list.map((t) => [t.token, Math.exp(t.logprob).toFixed(3)]));
+  console.log(`# WebGPU loaded in ${out.loadMs.toFixed(0)} ms; first token on the CPU ${show(cpuTop)}, on WebGPU ${show(gpuTop)}`);
+  assert.equal(gpuTop[0].id, cpuTop[0].id, "the same most likely first token");
+  // The CPU path rounds activations to 8 bits as llama.cpp does; WebGPU multiplies them in
+  // f32: probabilities agree to a few hundredths, not bit for bit.
+  for (const t of cpuTop.slice(0, 3)) {
+    const g = gpuTop.find((x) => x.id === t.id);
+    assert.ok(g, `token ${JSON.stringify(t.token)} in both top 5`);
+    assert.ok(Math.abs(Math.exp(g.logprob) - Math.exp(t.logprob)) < 0.03, `p(${JSON.stringify(t.token)}): CPU ${Math.exp(t.logprob)}, WebGPU ${Math.exp(g.logprob)}`);
+  }
+  const answer = out.gpuCity.choices[0].message.content;
+  const t = out.gpuCity.timings;
+  console.log(`# WebGPU (SwiftShader) answered ${answer} (the CPU: ${out.cpuCity.choices[0].message.content}): prompt ${t.prompt_n} tokens at ${t.prompt_per_second.toFixed(2)}/s, ${t.predicted_n} generated at ${t.predicted_per_second.toFixed(2)}/s`);
+  assert.ok(["Milano", "Roma", "Torino"].includes(JSON.parse(answer)), answer);
+  assert.equal(out.gpuCity.choices[0].finish_reason, "stop");
 });
 
 test("a bad request is a typed error, never unconstrained output", { timeout: 60_000 }, async () => {

@@ -127,7 +127,10 @@ pub fn ModelPanel(engine: RwSignal<Option<Stampo>, LocalStorage>) -> impl IntoVi
                             info["loadMs"].as_f64().unwrap_or(0.0),
                         )}
                     </p>
-                    <p>"WebGPU: " {info["webgpu"].as_str().unwrap_or("").to_string()} "; the model runs on the CPU path in a Web Worker."</p>
+                    <p id="model-device">{match info["webgpu_fallback"].as_str() {
+                        Some(why) => format!("Running on the CPU path in a Web Worker: {why}."),
+                        None => format!("Running on {} in a Web Worker.", if info["device"] == "webgpu" { "WebGPU" } else { "the CPU path" }),
+                    }}</p>
                 }.into_any(),
                 Phase::Failed(message) => view! {
                     <p class="error" role="alert">"Could not load the model: " {message}</p>

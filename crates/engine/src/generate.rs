@@ -6,12 +6,19 @@
 //! end and `ignore_eos` is off) → the sampler chain → commit the token to the sampler's
 //! penalty window and the constraint → append its bytes, scan for stop strings, stream the
 //! text that is settled → the model's logits for the next step.
+//!
+//! The loop is async ([`generate_async`]) because WebGPU reads logits back only
+//! asynchronously: the device computes the next logits while the grammar computes the next
+//! mask, and the loop awaits both. [`generate`] runs it to the end on the calling thread.
 
+use std::future::Future;
 use std::ops::ControlFlow;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
+use crate::block_on::block_on;
 use crate::error::Error;
 use crate::request::Request;
 use crate::sampler::{Sampler, TokenProb, top_probs};
@@ -21,11 +28,21 @@ use crate::timing::{Clock, MaskStats, Timings};
 /// An error from a model or a matcher, kept as the source of the engine's error.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
+/// Logits a device is still computing: await them.
+pub type PendingLogits = Pin<Box<dyn Future<Output = Result<Vec<f32>, BoxError>>>>;
+
 /// Gives logits for the next token. The model implements this.
 pub trait LogitsSource {
     /// Appends `tokens` to the sequence fed so far (the prompt first, then each sampled
     /// token) and returns the logits for the token that follows.
     fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, BoxError>;
+
+    /// As [`LogitsSource::forward`], but returns once the work is queued: the caller computes
+    /// the next mask while the device runs, then awaits the logits. A device that can only
+    /// read back asynchronously (WebGPU) must implement this. The default computes now.
+    fn submit(&mut self, tokens: &[u32]) -> PendingLogits {
+        Box::pin(std::future::ready(self.forward(tokens)))
+    }
 
     /// Starts a new sequence that opens with `prompt`. Returns how many leading tokens of
     /// `prompt` the source still holds from the previous sequence (llama.cpp's
@@ -179,12 +196,29 @@ pub struct Control<'a> {
     pub clock: &'a dyn Clock,
 }
 
+/// Runs one generation to its end on this thread: [`generate_async`] for sources whose
+/// logits come at once (everything but WebGPU, which must be awaited).
+pub fn generate(
+    model: &mut dyn LogitsSource,
+    vocab: &dyn Vocabulary,
+    constraint: Option<&mut (dyn TokenConstraint + Send)>,
+    sampler: &mut Sampler,
+    prompt: &[u32],
+    options: &GenerateOptions,
+    control: &mut Control<'_>,
+) -> Result<Output, Error> {
+    block_on(generate_async(
+        model, vocab, constraint, sampler, prompt, options, control,
+    ))
+}
+
 /// Runs one generation. `prompt` must not be empty.
 ///
-/// With [`GenerateOptions::overlap`] (native targets), the grammar's work for the next step
-/// (commit the token, compute the mask) runs on a second thread while the model computes the
-/// next logits, so a mask costs nothing as long as it is faster than a forward pass.
-pub fn generate(
+/// The grammar's work for the next step (commit the token, compute the mask) runs while the
+/// model computes the next logits, so a mask costs nothing as long as it is faster than a
+/// forward pass: on a second thread with [`GenerateOptions::overlap`] (native targets), and
+/// between [`LogitsSource::submit`] and the await where the device is asynchronous (WebGPU).
+pub async fn generate_async(
     model: &mut dyn LogitsSource,
     vocab: &dyn Vocabulary,
     mut constraint: Option<&mut (dyn TokenConstraint + Send)>,
@@ -214,7 +248,8 @@ pub fn generate(
         options.overlap,
         clock,
         &mut grammar_us,
-    )?;
+    )
+    .await?;
     let t_prompt = clock.now_ms();
     for &t in prompt {
         sampler.accept(t);
@@ -366,7 +401,8 @@ pub fn generate(
             options.overlap,
             clock,
             &mut grammar_us,
-        )?;
+        )
+        .await?;
     };
 
     // Whatever was held back (an unfinished stop-string prefix, a partial character) is
@@ -463,9 +499,10 @@ fn forced_tokens(
 
 /// One step of work after a token is chosen (or, with `token: None`, after the prompt): the
 /// model's logits for `feed`, and the constraint's commit of `token` plus its next mask,
-/// side by side on two threads when `overlap` is on.
+/// side by side on two threads when `overlap` is on, else between the model's submit and
+/// the await of its logits.
 #[allow(clippy::too_many_arguments)]
-fn advance<'c>(
+async fn advance<'c>(
     model: &mut dyn LogitsSource,
     constraint: Option<&mut (dyn TokenConstraint + Send + 'c)>,
     token: Option<u32>,
@@ -476,12 +513,12 @@ fn advance<'c>(
     grammar_us: &mut Vec<f64>,
 ) -> Result<Vec<f32>, Error> {
     let Some(c) = constraint else {
-        return model.forward(feed).map_err(Error::Logits);
+        return model.submit(feed).await.map_err(Error::Logits);
     };
     // The mask's size comes from the model's logits, which the first step has not seen yet:
     // size it after the first forward (no overlap for the prompt's step).
     if mask.is_empty() {
-        let logits = model.forward(feed).map_err(Error::Logits)?;
+        let logits = model.submit(feed).await.map_err(Error::Logits)?;
         mask.resize(logits.len().div_ceil(32), 0);
         grammar_us.push(grammar_step(c, token, mask, clock)?);
         return Ok(logits);
@@ -499,8 +536,9 @@ fn advance<'c>(
     }
     #[cfg(target_arch = "wasm32")]
     let _ = overlap;
+    let pending = model.submit(feed);
     grammar_us.push(grammar_step(c, token, mask, clock)?);
-    model.forward(feed).map_err(Error::Logits)
+    pending.await.map_err(Error::Logits)
 }
 
 /// Commits `token` (if any) and computes the next mask; returns the time taken in µs.

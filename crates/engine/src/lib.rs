@@ -12,6 +12,7 @@
 //! 3. Build a [`Sampler`] from `request.sampling`, feed it the prompt with
 //!    [`Sampler::accept`], then draw with [`Sampler::sample`] under the grammar's mask.
 
+pub mod block_on;
 pub mod constraint;
 pub mod error;
 pub mod generate;
@@ -26,10 +27,11 @@ pub mod text;
 pub mod timing;
 pub mod tool_calls;
 
+pub use block_on::block_on;
 pub use error::Error;
 pub use generate::{
-    Control, Event, GenerateOptions, LogitsSource, Output, StopKind, TokenConstraint, Vocabulary,
-    generate,
+    Control, Event, GenerateOptions, LogitsSource, Output, PendingLogits, StopKind,
+    TokenConstraint, Vocabulary, generate, generate_async,
 };
 pub use model_source::{LoadedModel, ModelSource};
 pub use request::{

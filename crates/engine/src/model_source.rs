@@ -6,11 +6,11 @@ use std::sync::Arc;
 
 use stampo_gguf::Gguf;
 use stampo_grammar::vocab::Vocabulary as GrammarVocabulary;
-use stampo_model::{Cache, LoadOptions, Transformer, to_vec};
+use stampo_model::{Cache, LoadOptions, Transformer, to_vec, to_vec_async};
 use stampo_tokenizer::{ChatTemplate, Tokenizer};
 
 use crate::error::Error;
-use crate::generate::{BoxError, LogitsSource};
+use crate::generate::{BoxError, LogitsSource, PendingLogits};
 use crate::session::Session;
 use crate::text::TokenizerText;
 
@@ -43,15 +43,27 @@ impl ModelSource {
     }
 }
 
-impl LogitsSource for ModelSource {
-    fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, BoxError> {
+impl ModelSource {
+    /// Queues the forward pass of `tokens`; the logits stay on the device.
+    fn queue(&mut self, tokens: &[u32]) -> Result<stampo_model::Tensor<2>, BoxError> {
         let result = self.model.forward(tokens, &mut self.cache, false);
         // Whatever happened, what the cache holds is what its position says.
         if result.is_ok() {
             self.held.extend_from_slice(tokens);
         }
         self.held.truncate(self.cache.position());
-        Ok(to_vec(result?)?)
+        Ok(result?)
+    }
+}
+
+impl LogitsSource for ModelSource {
+    fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, BoxError> {
+        Ok(to_vec(self.queue(tokens)?)?)
+    }
+
+    fn submit(&mut self, tokens: &[u32]) -> PendingLogits {
+        let queued = self.queue(tokens);
+        Box::pin(async move { Ok(to_vec_async(queued?).await?) })
     }
 
     fn begin(&mut self, prompt: &[u32]) -> Result<usize, BoxError> {

@@ -9,10 +9,12 @@ use std::sync::atomic::AtomicBool;
 use serde_json::{Map, Value};
 use stampo_grammar::vocab::Vocabulary as GrammarVocabulary;
 
+use crate::block_on::block_on;
 use crate::constraint::{self, GrammarConstraint};
 use crate::error::Error;
 use crate::generate::{
-    BoxError, Control, GenerateOptions, LogitsSource, Output, TokenConstraint, Vocabulary, generate,
+    BoxError, Control, GenerateOptions, LogitsSource, Output, TokenConstraint, Vocabulary,
+    generate_async,
 };
 use crate::reasoning::Reasoning;
 use crate::request::{Constraint, Endpoint, Message, Prompt, PromptPiece, Request, Tool};
@@ -74,8 +76,21 @@ pub struct Streaming<'a> {
 }
 
 impl Session<'_> {
-    /// Runs `request`. `fallback_seed` is used when the request asks for a random seed.
+    /// Runs `request` to its end on this thread ([`Session::run_async`] for a model whose
+    /// logits must be awaited: WebGPU). `fallback_seed` is used when the request asks for a
+    /// random seed.
     pub fn run(
+        &mut self,
+        request: &Request,
+        meta: &ResponseMeta,
+        fallback_seed: u32,
+        streaming: &mut Streaming<'_>,
+    ) -> Result<Completed, Error> {
+        block_on(self.run_async(request, meta, fallback_seed, streaming))
+    }
+
+    /// Runs `request`. `fallback_seed` is used when the request asks for a random seed.
+    pub async fn run_async(
         &mut self,
         request: &Request,
         meta: &ResponseMeta,
@@ -140,7 +155,7 @@ impl Session<'_> {
                 (None, Some(m)) => Some(m),
                 (None, None) => None,
             };
-        let output = generate(
+        let output = generate_async(
             &mut *self.model,
             self.vocab,
             constraint,
@@ -148,7 +163,8 @@ impl Session<'_> {
             &prompt,
             &options,
             &mut control,
-        )?;
+        )
+        .await?;
 
         let response = match (is_chat, stream) {
             (true, false) => chat_response(&request, &output, self.vocab, meta),

@@ -447,3 +447,96 @@ fn overlapping_the_grammar_with_the_model_changes_nothing_but_time() {
     }
     assert_eq!(results[0], results[1]);
 }
+
+/// A device that reads logits back asynchronously (as WebGPU does): `submit` queues the
+/// scripted logits, which arrive only after one `Pending` poll, woken from another thread.
+/// Every submit, mask and arrival is logged, to see what runs while the "device" works.
+struct AsyncDevice {
+    inner: ScriptedModel,
+    log: Arc<std::sync::Mutex<Vec<&'static str>>>,
+}
+
+impl LogitsSource for AsyncDevice {
+    fn forward(&mut self, _tokens: &[u32]) -> Result<Vec<f32>, BoxError> {
+        Err("this device reads back only asynchronously".into())
+    }
+
+    fn submit(&mut self, tokens: &[u32]) -> stampo_engine::PendingLogits {
+        note(&self.log, "submit");
+        let mut logits = Some(self.inner.forward(tokens));
+        let log = Arc::clone(&self.log);
+        let mut waited = false;
+        Box::pin(std::future::poll_fn(move |cx| {
+            if !waited {
+                waited = true;
+                let waker = cx.waker().clone();
+                std::thread::spawn(move || waker.wake());
+                return std::task::Poll::Pending;
+            }
+            note(&log, "logits");
+            std::task::Poll::Ready(logits.take().expect("polled after completion"))
+        }))
+    }
+}
+
+fn note(log: &std::sync::Mutex<Vec<&'static str>>, what: &'static str) {
+    log.lock().expect("the log's lock").push(what);
+}
+
+/// Logs each mask it computes into the same log as [`AsyncDevice`].
+struct LoggedConstraint {
+    inner: GrammarConstraint,
+    log: Arc<std::sync::Mutex<Vec<&'static str>>>,
+}
+
+impl TokenConstraint for LoggedConstraint {
+    fn fill_mask(&mut self, mask: &mut [u32]) -> Result<(), BoxError> {
+        note(&self.log, "mask");
+        self.inner.fill_mask(mask)
+    }
+    fn commit(&mut self, token: u32) -> Result<(), BoxError> {
+        self.inner.commit(token)
+    }
+    fn is_accepting(&self) -> bool {
+        self.inner.is_accepting()
+    }
+}
+
+#[test]
+fn an_asynchronous_device_is_awaited_and_the_mask_is_computed_while_it_works() {
+    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut model = AsyncDevice {
+        inner: ScriptedModel::new(&[b'[' as u32, b'4' as u32, b'2' as u32, b']' as u32]),
+        log: Arc::clone(&log),
+    };
+    let mut constraint = LoggedConstraint {
+        inner: gbnf(DIGITS),
+        log: Arc::clone(&log),
+    };
+    let clock = StdClock::default();
+    let mut on_event = |_: &stampo_engine::Event<'_>| ControlFlow::Continue(());
+    let mut control = Control {
+        on_event: &mut on_event,
+        cancel: None,
+        clock: &clock,
+    };
+    let out = stampo_engine::block_on(stampo_engine::generate_async(
+        &mut model,
+        &vocab(),
+        Some(&mut constraint),
+        &mut greedy(),
+        &[1, 2, 3],
+        &options(None),
+        &mut control,
+    ))
+    .unwrap();
+    assert_eq!(out.text, "[42]");
+    assert_eq!(out.stop, StopKind::Eos);
+    let log = log.lock().unwrap().clone();
+    // The prompt's step sizes the mask from the logits; every later step computes its mask
+    // between the submit and the logits' arrival.
+    assert_eq!(&log[..4], ["submit", "logits", "mask", "submit"]);
+    for step in log[3..].chunks(3) {
+        assert_eq!(step, ["submit", "mask", "logits"], "{log:?}");
+    }
+}

@@ -11,7 +11,7 @@
 //! 2. Load it: `let model = Transformer::load(&gguf, &DeviceKind::Cpu.device()?, LoadOptions::default())?;`
 //! 3. Make a cache: `let mut cache = model.new_cache();`
 //! 4. Prefill the prompt with `model.forward(&prompt_ids, &mut cache, false)?`, then feed each
-//!    chosen token back one at a time; read logits with [`to_vec`].
+//!    chosen token back one at a time; read logits with [`to_vec`] (or [`to_vec_async`] on WebGPU).
 
 pub mod config;
 pub mod device;
@@ -26,8 +26,8 @@ pub mod weights;
 
 /// The device handle [`DeviceKind::device`] gives (burn's, re-exported so callers need not
 /// depend on burn).
-pub use burn::tensor::Device;
+pub use burn::tensor::{Device, Tensor};
 pub use config::{LoadOptions, ModelConfig};
 pub use device::DeviceKind;
 pub use error::{ModelError, Result};
-pub use model::{Cache, Transformer, to_vec};
+pub use model::{Cache, Transformer, to_vec, to_vec_async};

@@ -334,16 +334,24 @@ impl Transformer {
     }
 }
 
-/// Reads a float tensor back to the host.
+/// Reads a float tensor back to the host (blocking: not on WebGPU, see [`to_vec_async`]).
 pub fn to_vec(t: Tensor<2>) -> Result<Vec<f32>> {
-    t.try_into_data()
-        .map_err(|e| ModelError::Readback {
-            what: "logits",
-            reason: format!("{e:?}"),
-        })?
-        .try_into_vec::<f32>()
-        .map_err(|e| ModelError::Readback {
-            what: "logits",
-            reason: format!("{e:?}"),
-        })
+    floats(t.try_into_data().map_err(readback_error)?)
+}
+
+/// Reads a float tensor back to the host once the device has computed it: the only way
+/// WebGPU can.
+pub async fn to_vec_async(t: Tensor<2>) -> Result<Vec<f32>> {
+    floats(t.into_data_async().await.map_err(readback_error)?)
+}
+
+fn floats(data: burn::tensor::TensorData) -> Result<Vec<f32>> {
+    data.try_into_vec::<f32>().map_err(readback_error)
+}
+
+fn readback_error(e: impl std::fmt::Debug) -> ModelError {
+    ModelError::Readback {
+        what: "logits",
+        reason: format!("{e:?}"),
+    }
 }

@@ -1,6 +1,9 @@
-//! The model in the browser: [`Engine`] loads a GGUF file onto burn's CPU device (Flex, with
-//! `simd128`) and runs llama.cpp- or OpenAI-shaped request bodies through the engine. It is
-//! synchronous: the npm package runs it in a Web Worker so the page never waits on it.
+//! The model in the browser: [`Engine`] loads a GGUF file onto WebGPU (burn's wgpu device,
+//! where the browser has an adapter and the module was built with the `webgpu` feature) or
+//! onto burn's CPU device (Flex, with `simd128`), and runs llama.cpp- or OpenAI-shaped
+//! request bodies through the engine. Its calls return promises, because WebGPU reads logits
+//! back only asynchronously; on the CPU they run to the end without yielding, so the npm
+//! package runs the engine in a Web Worker and the page never waits on it.
 //!
 //! [`EngineCore`] holds the logic and is tested natively; [`Engine`] is its JS face.
 
@@ -11,7 +14,7 @@ use stampo_engine::request::custom_json;
 use stampo_engine::response::ResponseMeta;
 use stampo_engine::timing::Clock;
 use stampo_engine::{Error as EngineError, LoadedModel, Request, Streaming};
-use stampo_model::DeviceKind;
+use stampo_model::{Device, DeviceKind};
 use stampo_tokenizer::DecodeOptions;
 use wasm_bindgen::prelude::*;
 
@@ -29,30 +32,73 @@ pub struct RunEnv<'a> {
     pub now_unix: u64,
 }
 
+/// Where a model runs, as the caller asked and as it came out.
+#[derive(Clone, Debug)]
+pub struct DeviceChoice {
+    pub device: Device,
+    /// `"webgpu"` or `"cpu"`.
+    pub name: &'static str,
+    /// Why WebGPU is not used, when `"auto"` fell back to the CPU.
+    pub fallback: Option<String>,
+}
+
+impl DeviceChoice {
+    /// `"cpu"`, `"webgpu"` (an error if it cannot start), or `"auto"` (WebGPU where it starts,
+    /// else the CPU, with the reason kept).
+    pub async fn choose(requested: &str) -> CoreResult<Self> {
+        let cpu = |fallback| {
+            DeviceKind::Cpu
+                .device()
+                .map(|device| DeviceChoice {
+                    device,
+                    name: "cpu",
+                    fallback,
+                })
+                .map_err(|e| (ErrorCode::DeviceUnavailable, e.to_string()))
+        };
+        match requested {
+            "cpu" => cpu(None),
+            "webgpu" | "auto" => match DeviceKind::Wgpu.device_async().await {
+                Ok(device) => Ok(DeviceChoice {
+                    device,
+                    name: "webgpu",
+                    fallback: None,
+                }),
+                Err(e) if requested == "auto" => cpu(Some(e.to_string())),
+                Err(e) => Err((ErrorCode::DeviceUnavailable, e.to_string())),
+            },
+            other => Err((
+                ErrorCode::InvalidArgument,
+                format!("device must be \"auto\", \"webgpu\" or \"cpu\", got {other:?}"),
+            )),
+        }
+    }
+}
+
 /// A loaded model and what it needs to answer requests.
 pub struct EngineCore {
     loaded: LoadedModel,
     weight_bytes: usize,
+    device: DeviceChoice,
     requests: u64,
 }
 
 impl EngineCore {
-    /// Loads a whole GGUF file with a KV cache of `context_size` positions.
-    pub fn load(bytes: &[u8], context_size: usize) -> CoreResult<Self> {
-        let device = DeviceKind::Cpu
-            .device()
-            .map_err(|e| (ErrorCode::ModelInvalid, e.to_string()))?;
-        let loaded = LoadedModel::load(bytes, &device, context_size)
+    /// Loads a whole GGUF file onto `device` with a KV cache of `context_size` positions.
+    pub fn load(bytes: &[u8], context_size: usize, device: DeviceChoice) -> CoreResult<Self> {
+        let loaded = LoadedModel::load(bytes, &device.device, context_size)
             .map_err(|e| (ErrorCode::ModelInvalid, e.to_string()))?;
         let weight_bytes = loaded.source.model().weight_bytes();
         Ok(Self {
             loaded,
             weight_bytes,
+            device,
             requests: 0,
         })
     }
 
-    /// `{"name", "architecture", "context_size", "n_vocab", "weight_bytes", "device"}`.
+    /// `{"name", "architecture", "context_size", "n_vocab", "weight_bytes", "device"}`, and
+    /// `"webgpu_fallback"` (why WebGPU was not used) when `"auto"` chose the CPU.
     pub fn info(&self) -> Value {
         let model = self.loaded.source.model();
         json!({
@@ -61,13 +107,14 @@ impl EngineCore {
             "context_size": self.loaded.source.context_size(),
             "n_vocab": model.vocab_size(),
             "weight_bytes": self.weight_bytes,
-            "device": "cpu",
+            "device": self.device.name,
+            "webgpu_fallback": self.device.fallback,
         })
     }
 
     /// Runs `body` (JSON text) with `custom` (JSON text, may be empty) merged over it.
     /// Streaming bodies send each chunk to `on_chunk`, which returns `true` to stop.
-    pub fn run(
+    pub async fn run(
         &mut self,
         body: &str,
         custom: &str,
@@ -110,7 +157,8 @@ impl EngineCore {
         let done = self
             .loaded
             .session(false)
-            .run(&request, &meta, seed, &mut streaming)
+            .run_async(&request, &meta, seed, &mut streaming)
+            .await
             .map_err(request_error)?;
         Ok(done.response)
     }
@@ -173,17 +221,24 @@ pub struct Engine {
     core: EngineCore,
 }
 
+/// Loads a whole GGUF file onto `device` (`"auto"`, `"webgpu"` or `"cpu"`). The bytes are
+/// copied into the module's memory (and from there to the GPU, on WebGPU); the caller's copy
+/// can be dropped once the promise settles.
+#[wasm_bindgen(js_name = loadEngine)]
+pub async fn load_engine(
+    bytes: js_sys::Uint8Array,
+    context_size: usize,
+    device: String,
+) -> Result<Engine, JsValue> {
+    let fail = |(code, message): (ErrorCode, String)| js_error(code, &message);
+    let device = DeviceChoice::choose(&device).await.map_err(fail)?;
+    EngineCore::load(&bytes.to_vec(), context_size, device)
+        .map(|core| Engine { core })
+        .map_err(fail)
+}
+
 #[wasm_bindgen]
 impl Engine {
-    /// Loads a whole GGUF file. The bytes are copied into the module's memory, and the
-    /// caller's copy can be dropped once this returns.
-    #[wasm_bindgen(constructor)]
-    pub fn new(bytes: &[u8], context_size: usize) -> Result<Engine, JsValue> {
-        EngineCore::load(bytes, context_size)
-            .map(|core| Engine { core })
-            .map_err(|(code, message)| js_error(code, &message))
-    }
-
     /// The model's name, architecture, context size, vocabulary size, weight bytes and device,
     /// as JSON text.
     pub fn info(&self) -> String {
@@ -194,12 +249,13 @@ impl Engine {
     /// body calls `on_chunk(chunkJson)` for each chunk; a `true` return stops generation.
     /// `abort`, an `Int32Array` over a `SharedArrayBuffer`, is read after every token: a
     /// non-zero first element stops generation (another thread sets it with `Atomics.store`).
-    /// Returns the response (or, when streaming, the last object) as JSON text.
-    pub fn run(
+    /// Resolves to the response (or, when streaming, the last object) as JSON text. One run
+    /// at a time: a call while another is pending is refused by wasm-bindgen's borrow check.
+    pub async fn run(
         &mut self,
-        body: &str,
-        custom_json: &str,
-        on_chunk: &js_sys::Function,
+        body: String,
+        custom_json: String,
+        on_chunk: js_sys::Function,
         abort: Option<js_sys::Int32Array>,
     ) -> Result<String, JsValue> {
         let stop = move || {
@@ -219,8 +275,8 @@ impl Engine {
         };
         self.core
             .run(
-                body,
-                custom_json,
+                &body,
+                &custom_json,
                 &RunEnv {
                     clock: &PerformanceClock,
                     seed,
@@ -229,6 +285,7 @@ impl Engine {
                 &mut callback,
                 Some(&stop),
             )
+            .await
             .map(|v| v.to_string())
             .map_err(|(code, message)| js_error(code, &message))
     }

@@ -19,6 +19,8 @@ pub enum ErrorCode {
     GenerationFailed,
     /// The caller stopped the request.
     Cancelled,
+    /// The device asked for cannot start (no WebGPU adapter, or a module built without it).
+    DeviceUnavailable,
 }
 
 impl ErrorCode {
@@ -31,6 +33,7 @@ impl ErrorCode {
             ErrorCode::ModelInvalid => "model_invalid",
             ErrorCode::GenerationFailed => "generation_failed",
             ErrorCode::Cancelled => "cancelled",
+            ErrorCode::DeviceUnavailable => "device_unavailable",
         }
     }
 }

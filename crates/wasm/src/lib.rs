@@ -2,7 +2,7 @@
 //!
 //! The grammar engine (JSON Schema → GBNF and keyword report, GBNF checking, matching a
 //! document against a grammar), the GGUF reader (a model file's summary), and [`Engine`]: a
-//! model loaded on the CPU device answering llama.cpp- and OpenAI-shaped requests.
+//! model loaded on WebGPU or the CPU answering llama.cpp- and OpenAI-shaped requests.
 //!
 //! Values cross the boundary as JSON text, so the JS side needs no generated classes and a
 //! handle never has to be freed. Every failure is a JS `Error` with a stable `code`
@@ -18,6 +18,6 @@ pub use api::{
     grammar_accepts, inspect_gguf, summarize_gguf,
 };
 #[cfg(feature = "engine")]
-pub use engine::{Engine, EngineCore, RunEnv};
+pub use engine::{DeviceChoice, Engine, EngineCore, RunEnv, load_engine};
 pub use error::ErrorCode;
 pub use error::error_message;
