@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Builds crates/wasm for wasm32 with Debian's rustc-web (-Zbuild-std), then runs
-# wasm-bindgen (--target web) and wasm-opt.
+# wasm-bindgen (--target web) and wasm-opt. Two runtimes: `stampo_wasm`, the CPU path (what
+# every page loads), and `stampo_webgpu`, the same engine with burn's wgpu device, about three
+# times larger, which the package fetches only when a model is loaded on WebGPU.
 #
 # Usage: scripts/build-wasm.sh [--ship] [--out DIR]
 #   default  profile `release` (no LTO: the test build), wasm-opt -O1
 #   --ship   profile `wasm-release` (fat LTO, one codegen unit, opt-level s), wasm-opt -Oz
-# Output: DIR/stampo_wasm.js, DIR/stampo_wasm_bg.wasm (default DIR: $STAMPO_CACHE/wasm/<profile>)
+# Output: DIR/stampo_wasm{.js,_bg.wasm} and DIR/stampo_webgpu{.js,_bg.wasm}
+#   (default DIR: $STAMPO_CACHE/wasm/<profile>)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 # shellcheck source=scripts/env.sh
@@ -27,22 +30,39 @@ for tool in /usr/bin/cargo wasm-ld-22 wasm-opt wasm-bindgen; do
   command -v "$tool" >/dev/null || { echo "build-wasm: $tool missing: run scripts/setup.sh" >&2; exit 1; }
 done
 
-t0=$(date +%s)
-(
-  cd "$root"
-  # shellcheck source=scripts/wasm/env.sh
-  . scripts/wasm/env.sh
-  CARGO_TARGET_DIR="$target_dir" cargo build --quiet -p stampo-wasm \
-    --target wasm32-unknown-unknown --profile "$profile"
-)
-t1=$(date +%s)
 mkdir -p "$out"
-wasm-bindgen --target web --out-dir "$out" --out-name stampo_wasm \
-  "$target_dir/wasm32-unknown-unknown/$profile/stampo_wasm.wasm"
-wasm-opt "$opt" --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
-  --enable-mutable-globals --enable-reference-types --enable-multivalue --enable-simd \
-  "$out/stampo_wasm_bg.wasm" -o "$out/stampo_wasm_bg.wasm"
-t2=$(date +%s)
-size=$(stat -c %s "$out/stampo_wasm_bg.wasm")
-gz=$(gzip -9 -c "$out/stampo_wasm_bg.wasm" | wc -c)
-echo "build-wasm: $profile: cargo $((t1 - t0)) s, bindgen+opt $((t2 - t1)) s; $size bytes ($gz gzipped) in $out"
+# build NAME CARGO-FEATURE-ARGS...: one runtime, through cargo, wasm-bindgen and wasm-opt.
+build() {
+  local name=$1
+  shift
+  local t0 t1 t2 size gz
+  t0=$(date +%s)
+  (
+    cd "$root"
+    # shellcheck source=scripts/wasm/env.sh
+    . scripts/wasm/env.sh
+    CARGO_TARGET_DIR="$target_dir" cargo build --quiet -p stampo-wasm "$@" \
+      --target wasm32-unknown-unknown --profile "$profile"
+  )
+  t1=$(date +%s)
+  # Both runtimes come out of cargo under one name: keep a copy of what each was made from,
+  # and skip wasm-bindgen and wasm-opt (a minute for the WebGPU one) when cargo changed nothing.
+  local built="$target_dir/wasm32-unknown-unknown/$profile/stampo_wasm.wasm"
+  if cmp -s "$built" "$out/.$name.cargo.wasm" && [ -f "$out/${name}_bg.wasm" ] && [ -f "$out/$name.js" ]; then
+    echo "build-wasm: $name ($profile): cargo $((t1 - t0)) s, unchanged since the last build in $out"
+    return
+  fi
+  rm -f "$out/.$name.cargo.wasm"
+  wasm-bindgen --target web --out-dir "$out" --out-name "$name" "$built"
+  wasm-opt "$opt" --enable-bulk-memory --enable-nontrapping-float-to-int --enable-sign-ext \
+    --enable-mutable-globals --enable-reference-types --enable-multivalue --enable-simd \
+    "$out/${name}_bg.wasm" -o "$out/${name}_bg.wasm"
+  cp "$built" "$out/.$name.cargo.wasm"
+  t2=$(date +%s)
+  size=$(stat -c %s "$out/${name}_bg.wasm")
+  gz=$(gzip -9 -c "$out/${name}_bg.wasm" | wc -c)
+  echo "build-wasm: $name ($profile): cargo $((t1 - t0)) s, bindgen+opt $((t2 - t1)) s; $size bytes ($gz gzipped) in $out"
+}
+
+build stampo_wasm --no-default-features --features engine
+build stampo_webgpu --features webgpu

@@ -1,10 +1,13 @@
-// Prefill and decode speed of the npm package in headless Chromium (the worker, the CPU path),
+// Prefill and decode speed of the npm package in headless Chromium (the worker; the CPU path,
+// or WebGPU with STAMPO_DEVICE=webgpu),
 // per model: the person extraction of tests/browser/package.test.mjs under its schema, run
 // twice after loading (the second run reuses the prompt from the KV cache, so the first run's
 // prefill is the one reported). Not a test: numbers depend on the machine and its load.
 //
-//   scripts/build-pkg.sh && node bench/browser/decode.mjs [MODEL.gguf ...]
+//   scripts/build-pkg.sh && [STAMPO_DEVICE=auto|cpu|webgpu] node bench/browser/decode.mjs [MODEL.gguf ...]
 //
+// STAMPO_DEVICE defaults to "cpu". Here WebGPU is SwiftShader (a CPU emulating a GPU), whose
+// numbers say nothing of a GPU's.
 // Models are read from $STAMPO_MODELS (default ~/.cache/stampo/models); the wasm from
 // $STAMPO_WASM_DIR (default ~/.cache/stampo/wasm/release).
 import { existsSync } from "node:fs";
@@ -18,6 +21,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const cache = process.env.STAMPO_CACHE ?? join(homedir(), ".cache/stampo");
 const models = process.env.STAMPO_MODELS ?? join(cache, "models");
 const wasmDir = process.env.STAMPO_WASM_DIR ?? join(cache, "wasm/release");
+const device = process.env.STAMPO_DEVICE ?? "cpu";
 const names = process.argv.slice(2).length > 0 ? process.argv.slice(2) : [
   "SmolLM2-135M-Instruct.Q4_1.gguf",
   "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
@@ -63,18 +67,18 @@ try {
       console.log(`SKIPPED: ${name} not in ${models}`);
       continue;
     }
-    const r = await page.evaluate(async ({ url, body }) => {
+    const r = await page.evaluate(async ({ url, body, device }) => {
       const t0 = performance.now();
-      const engine = await window.stampo.Stampo.load({ model: url, contextSize: 512 });
+      const engine = await window.stampo.Stampo.load({ model: url, contextSize: 512, device });
       const load = (performance.now() - t0) / 1000;
       const runs = [];
       for (let i = 0; i < 2; i++) runs.push(await engine.chat.completions.create(body));
       await engine.unload();
       await window.stampo.Stampo.cache.delete(url).catch(() => {});
-      return { load, runs: runs.map((o) => ({ t: o.timings, text: o.choices[0].message.content })) };
-    }, { url: `/models/${name}`, body: PERSON });
+      return { load, device: engine.device, runs: runs.map((o) => ({ t: o.timings, text: o.choices[0].message.content })) };
+    }, { url: `/models/${name}`, body: PERSON, device });
     const [a, b] = r.runs;
-    console.log(`| ${name} | ${r.load.toFixed(1)} | ${a.t.prompt_per_second.toFixed(1)} | ${a.t.predicted_per_second.toFixed(1)}, ${b.t.predicted_per_second.toFixed(1)} | ${a.text.replace(/\s+/g, " ")} |`);
+    console.log(`| ${name} (${r.device}) | ${r.load.toFixed(1)} | ${a.t.prompt_per_second.toFixed(1)} | ${a.t.predicted_per_second.toFixed(1)}, ${b.t.predicted_per_second.toFixed(1)} | ${a.text.replace(/\s+/g, " ")} |`);
   }
 } finally {
   await browser.close();

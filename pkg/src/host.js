@@ -3,7 +3,27 @@
 // the engine's calls return promises (WebGPU reads logits back asynchronously), and a second
 // call into the engine while one is pending would be refused. An abort arrives through a
 // SharedArrayBuffer flag read after every token.
-import init, { loadEngine, compileSchema } from "./wasm/stampo_wasm.js";
+//
+// Two runtimes: `stampo_wasm` (the CPU path and the grammar engine, always loaded) and
+// `stampo_webgpu` (the same engine with the WebGPU device, three times larger), fetched only
+// when a model is loaded on WebGPU.
+import init, { loadEngine as loadOnCpu, compileSchema } from "./wasm/stampo_wasm.js";
+
+let webgpuRuntime = null;
+/** The WebGPU runtime's `loadEngine`, fetched and started on first use. */
+function webgpuLoader() {
+  if (!webgpuRuntime) {
+    webgpuRuntime = import("./wasm/stampo_webgpu.js").then(async (runtime) => {
+      await runtime.default({ module_or_path: new URL("./wasm/stampo_webgpu_bg.wasm", import.meta.url) });
+      return runtime.loadEngine;
+    });
+    // A failed fetch is not remembered: the next load tries again.
+    webgpuRuntime.catch(() => {
+      webgpuRuntime = null;
+    });
+  }
+  return webgpuRuntime;
+}
 
 function fail(code, message) {
   return Object.assign(new Error(message), { code });
@@ -44,7 +64,8 @@ export function createHost(post) {
         engine = null;
         const started = performance.now();
         const { device, fallback } = await chooseDevice(msg.device ?? "auto");
-        engine = await loadEngine(new Uint8Array(msg.buffer), msg.contextSize, device);
+        const load = device === "cpu" ? loadOnCpu : await webgpuLoader();
+        engine = await load(new Uint8Array(msg.buffer), msg.contextSize, device);
         const info = JSON.parse(engine.info());
         info.webgpu_fallback ??= fallback;
         return { info, loadMs: performance.now() - started };
