@@ -137,3 +137,33 @@ fn json_object_mode_and_a_gbnf_grammar_hold_on_the_real_model() {
         "{text:?} is not in the grammar's language"
     );
 }
+
+/// On the wgpu device the loop awaits each step's logits ([`stampo_engine::LogitsSource::submit`],
+/// the path WebGPU takes in the browser) when no grammar runs beside it, and overlaps the
+/// mask on a thread when one does: both give the CPU's first token, and the schema's shape.
+#[test]
+fn on_the_wgpu_device_requests_run_through_the_async_loop() {
+    let Some(path) = common::smollm2_path() else {
+        return;
+    };
+    let Some(device) = common::wgpu_device() else {
+        return;
+    };
+    let bytes = std::fs::read(&path).expect("the model file reads");
+    let mut gpu = LoadedModel::load(&bytes, &device, 256).expect("SmolLM2 loads on wgpu");
+    let mut cpu = load().expect("SmolLM2 loads on the CPU");
+    let probe = json!({"prompt": "The capital of France is", "n_predict": 2, "temperature": 0});
+    let (on_cpu, on_gpu) = (run(&mut cpu, probe.clone()), run(&mut gpu, probe));
+    assert_eq!(on_gpu.output.tokens[0], on_cpu.output.tokens[0], "the same first token");
+    let city = json!({
+        "prompt": "The capital of France is",
+        "n_predict": 8,
+        "temperature": 0,
+        "json_schema": {"enum": ["Paris", "London", "Rome"]}
+    });
+    let done = run(&mut gpu, city);
+    let text = done.response["content"].as_str().expect("content");
+    let answer: Value = serde_json::from_str(text).expect("JSON");
+    assert!(["Paris", "London", "Rome"].contains(&answer.as_str().unwrap_or("")), "{text}");
+    assert_eq!(done.response["stop_type"], "eos");
+}
