@@ -154,7 +154,10 @@ fn on_the_wgpu_device_requests_run_through_the_async_loop() {
     let mut cpu = load().expect("SmolLM2 loads on the CPU");
     let probe = json!({"prompt": "The capital of France is", "n_predict": 2, "temperature": 0});
     let (on_cpu, on_gpu) = (run(&mut cpu, probe.clone()), run(&mut gpu, probe));
-    assert_eq!(on_gpu.output.tokens[0], on_cpu.output.tokens[0], "the same first token");
+    assert_eq!(
+        on_gpu.output.tokens[0], on_cpu.output.tokens[0],
+        "the same first token"
+    );
     let city = json!({
         "prompt": "The capital of France is",
         "n_predict": 8,
@@ -164,6 +167,9 @@ fn on_the_wgpu_device_requests_run_through_the_async_loop() {
     let done = run(&mut gpu, city);
     let text = done.response["content"].as_str().expect("content");
     let answer: Value = serde_json::from_str(text).expect("JSON");
-    assert!(["Paris", "London", "Rome"].contains(&answer.as_str().unwrap_or("")), "{text}");
+    assert!(
+        ["Paris", "London", "Rome"].contains(&answer.as_str().unwrap_or("")),
+        "{text}"
+    );
     assert_eq!(done.response["stop_type"], "eos");
 }
