@@ -78,6 +78,11 @@ export function createHost(post) {
         };
         return { response: await loaded().run(msg.body, msg.customJson ?? "", onChunk, abort) };
       }
+      case "warmUp": {
+        const started = performance.now();
+        await loaded().warmUp();
+        return { warmUpMs: performance.now() - started };
+      }
       case "tokenize":
         return {
           ids: Array.from(loaded().tokenize(msg.text, msg.addSpecial ?? true, msg.parseSpecial ?? false)),

@@ -1,6 +1,6 @@
 /** Progress of `Stampo.load`: bytes of the current phase and, when known, the total. */
 export interface LoadProgress {
-  phase: "download" | "cache" | "read" | "parse" | "ready";
+  phase: "download" | "cache" | "read" | "parse" | "warm-up" | "ready";
   loaded: number;
   total: number | null;
 }
@@ -35,6 +35,8 @@ export interface ModelInfo {
   /** Why "auto" did not use WebGPU (no adapter, say); null otherwise. */
   webgpu_fallback: string | null;
   loadMs: number;
+  /** Time of the warm-up pass (one token, forgotten): on WebGPU, mostly compiling kernels. */
+  warmUpMs: number;
   source: "network" | "cache" | "file" | "memory" | "stream";
   /** Where a model from a URL is kept: OPFS, else Cache Storage; null when not cached. */
   cacheStore: "opfs" | "cache-storage" | null;

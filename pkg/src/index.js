@@ -305,8 +305,12 @@ export class Stampo {
     onProgress?.({ phase: "parse", loaded: buffer.byteLength, total: buffer.byteLength });
     const size = buffer.byteLength;
     const msg = await channel.call({ type: "load", buffer, contextSize, device }, { transfer: worker ? [buffer] : [] });
+    // One token through the model, forgotten: on WebGPU this compiles the kernels, which
+    // the first request would otherwise wait for.
+    onProgress?.({ phase: "warm-up", loaded: size, total: size });
+    const { warmUpMs } = await channel.call({ type: "warmUp" });
     onProgress?.({ phase: "ready", loaded: size, total: size });
-    return new Stampo(channel, { ...msg.info, loadMs: msg.loadMs, source, cacheStore: store ?? null, bytes: size, cacheError });
+    return new Stampo(channel, { ...msg.info, loadMs: msg.loadMs, warmUpMs, source, cacheStore: store ?? null, bytes: size, cacheError });
   }
 
   constructor(channel, info) {

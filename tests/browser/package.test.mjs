@@ -100,7 +100,8 @@ test("the default model loads into the worker with progress, on the CPU", { time
   assert.equal(info.device, "cpu");
   assert.match(info.webgpu_fallback, /software fallback|no WebGPU/, "auto says why WebGPU was passed over");
   assert.equal(info.architecture, "llama");
-  assert.ok(info.phases.includes("download") && info.phases.includes("ready"), info.phases.join());
+  assert.deepEqual(info.phases, ["download", "parse", "warm-up", "ready"]);
+  assert.ok(info.warmUpMs >= 0);
   assert.equal(info.last.loaded, info.bytes);
   assert.ok(info.isolated, "the page is cross-origin isolated (COOP/COEP), so aborts are cooperative");
 });
@@ -174,7 +175,7 @@ test("on WebGPU the model gives the CPU path's first-token probabilities and a s
     try {
       const onGpu = await gpu.completion(probe);
       const gpuCity = await gpu.completion(city);
-      return { device: gpu.device, fallback: gpu.info.webgpu_fallback, loadMs, cpu, onGpu, cpuCity, gpuCity };
+      return { device: gpu.device, fallback: gpu.info.webgpu_fallback, loadMs, warmUpMs: gpu.info.warmUpMs, cpu, onGpu, cpuCity, gpuCity };
     } finally {
       await gpu.unload();
     }
@@ -184,7 +185,7 @@ test("on WebGPU the model gives the CPU path's first-token probabilities and a s
   const top = (r) => r.completion_probabilities[0].top_logprobs;
   const [cpuTop, gpuTop] = [top(out.cpu), top(out.onGpu)];
   const show = (list) => JSON.stringify(list.map((t) => [t.token, Math.exp(t.logprob).toFixed(3)]));
-  console.log(`# WebGPU loaded in ${out.loadMs.toFixed(0)} ms; first token on the CPU ${show(cpuTop)}, on WebGPU ${show(gpuTop)}`);
+  console.log(`# WebGPU loaded in ${out.loadMs.toFixed(0)} ms (warm-up ${out.warmUpMs.toFixed(0)} ms); first token on the CPU ${show(cpuTop)}, on WebGPU ${show(gpuTop)}`);
   assert.equal(gpuTop[0].id, cpuTop[0].id, "the same most likely first token");
   // The CPU path rounds activations to 8 bits as llama.cpp does; WebGPU multiplies them in
   // f32: probabilities agree to a few hundredths, not bit for bit.

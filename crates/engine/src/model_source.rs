@@ -41,6 +41,16 @@ impl ModelSource {
     pub fn context_size(&self) -> usize {
         self.cache.capacity()
     }
+
+    /// Runs one token through the model and forgets it, so the first request does not pay for
+    /// what a device does once: on WebGPU, compiling every kernel's pipeline. The KV cache is
+    /// left empty.
+    pub async fn warm_up(&mut self) -> Result<(), BoxError> {
+        self.begin(&[])?;
+        let result = self.submit(&[0]).await;
+        self.begin(&[])?;
+        result.map(drop)
+    }
 }
 
 impl ModelSource {

@@ -173,3 +173,17 @@ fn on_the_wgpu_device_requests_run_through_the_async_loop() {
     );
     assert_eq!(done.response["stop_type"], "eos");
 }
+
+#[test]
+fn a_warm_up_pass_changes_nothing_a_request_sees() {
+    let Some(mut cold) = load() else { return };
+    let mut warm = load().expect("SmolLM2 loads again");
+    stampo_engine::block_on(warm.source.warm_up()).expect("warm-up");
+    let body = json!({"prompt": "The capital of France is", "n_predict": 4, "temperature": 0});
+    let (a, b) = (run(&mut cold, body.clone()), run(&mut warm, body));
+    assert_eq!(a.output.tokens, b.output.tokens);
+    assert_eq!(
+        b.output.timings.cache_n, 0,
+        "the warm-up's token is forgotten"
+    );
+}

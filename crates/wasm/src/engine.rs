@@ -112,6 +112,17 @@ impl EngineCore {
         })
     }
 
+    /// Runs one token through the model and forgets it (see [`ModelSource::warm_up`]).
+    ///
+    /// [`ModelSource::warm_up`]: stampo_engine::ModelSource::warm_up
+    pub async fn warm_up(&mut self) -> CoreResult<()> {
+        self.loaded
+            .source
+            .warm_up()
+            .await
+            .map_err(|e| (ErrorCode::GenerationFailed, format!("warm-up: {e}")))
+    }
+
     /// Runs `body` (JSON text) with `custom` (JSON text, may be empty) merged over it.
     /// Streaming bodies send each chunk to `on_chunk`, which returns `true` to stop.
     pub async fn run(
@@ -287,6 +298,16 @@ impl Engine {
             )
             .await
             .map(|v| v.to_string())
+            .map_err(|(code, message)| js_error(code, &message))
+    }
+
+    /// Runs one token through the model and forgets it, so the first request does not pay
+    /// for compiling the device's kernels (WebGPU). Resolves when done.
+    #[wasm_bindgen(js_name = warmUp)]
+    pub async fn warm_up(&mut self) -> Result<(), JsValue> {
+        self.core
+            .warm_up()
+            .await
             .map_err(|(code, message)| js_error(code, &message))
     }
 
