@@ -201,6 +201,46 @@ test("on WebGPU the model gives the CPU path's first-token probabilities and a s
   assert.equal(out.gpuCity.stop_type, "eos");
 });
 
+test("a lost WebGPU device is a typed error, and the model loads again", { timeout: 600_000 }, async () => {
+  const adapter = await webgpuInfo(page);
+  if (!adapter.available) {
+    const why = `SKIPPED: no WebGPU adapter in this Chromium (${adapter.reason})`;
+    if (process.env.STAMPO_REQUIRE_WGPU === "1") assert.fail(why);
+    console.log(`# ${why}`);
+    return;
+  }
+  const probe = { prompt: "The capital of France is", n_predict: 1, temperature: 0 };
+  await page.evaluate(async (url) => {
+    window.gpu = await window.stampo.Stampo.load({ model: url, device: "webgpu", contextSize: 64 });
+  }, MODEL_URL);
+  // What a driver reset or a GPU process crash does to every WebGPU device in the browser.
+  const cdp = await browser.context.newCDPSession(page);
+  await cdp.send("Browser.crashGpuProcess");
+  const out = await page.evaluate(async ({ url, probe }) => {
+    let lost = null;
+    try {
+      await window.gpu.completion(probe);
+    } catch (e) {
+      lost = { code: e.code, message: e.message };
+    }
+    await window.gpu.unload();
+    const again = await window.stampo.Stampo.load({ model: url, device: "webgpu", contextSize: 64 });
+    try {
+      return { lost, device: again.device, text: (await again.completion(probe)).content };
+    } finally {
+      await again.unload();
+    }
+  }, { url: MODEL_URL, probe });
+  console.log(`# device lost: ${JSON.stringify(out.lost)}; loaded again on ${out.device}: ${JSON.stringify(out.text)}`);
+  assert.equal(out.lost?.code, "device_lost", JSON.stringify(out.lost));
+  assert.match(out.lost.message, /device was lost .*load the model again/s);
+  assert.equal(out.device, "webgpu");
+  assert.equal(out.text, " Paris");
+  // The CPU engine, in its own worker, never noticed.
+  const cpu = await page.evaluate((probe) => window.engine.completion(probe), probe);
+  assert.equal(cpu.content, " Paris");
+});
+
 test("a bad request is a typed error, never unconstrained output", { timeout: 60_000 }, async () => {
   const err = await page.evaluate(async () => {
     try {

@@ -75,10 +75,7 @@ impl LogitsSource for ModelSource {
         // A GPU device buffers kernels until enough accumulate or a read asks for them:
         // flush, so the last layers run while the caller computes the mask rather than after.
         let queued = self.queue(tokens).and_then(|logits| {
-            logits
-                .device()
-                .flush()
-                .map_err(|e| format!("the device refused the forward pass: {e:?}"))?;
+            stampo_model::flush(&logits.device())?;
             Ok(logits)
         });
         Box::pin(async move { Ok(to_vec_async(queued?).await?) })

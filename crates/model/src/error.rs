@@ -88,6 +88,15 @@ pub enum ModelError {
     #[error("device {0} is not available")]
     DeviceUnavailable(String),
 
+    /// The device stopped working: WebGPU's device was lost (the browser's GPU process
+    /// restarted, the driver reset) or a kernel faulted. Every later operation on it fails;
+    /// the model must be loaded again.
+    #[error("the device was lost ({reason}): load the model again")]
+    DeviceLost {
+        /// The backend's message.
+        reason: String,
+    },
+
     /// Reading results back from the device failed.
     #[error("reading {what} back from the device failed: {reason}")]
     Readback {

@@ -30,4 +30,4 @@ pub use burn::tensor::{Device, Tensor};
 pub use config::{LoadOptions, ModelConfig};
 pub use device::DeviceKind;
 pub use error::{ModelError, Result};
-pub use model::{Cache, Transformer, to_vec, to_vec_async};
+pub use model::{Cache, Transformer, flush, to_vec, to_vec_async};

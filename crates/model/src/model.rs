@@ -4,7 +4,7 @@
 //! their metadata into a [`ModelConfig`]; this module builds the blocks from it.
 
 use burn::module::Module;
-use burn::tensor::{Device, Tensor};
+use burn::tensor::{Device, ExecutionError, Tensor};
 use stampo_gguf::Gguf;
 
 use crate::config::{ArchMetadata, LoadOptions, ModelConfig};
@@ -336,20 +336,35 @@ impl Transformer {
 
 /// Reads a float tensor back to the host (blocking: not on WebGPU, see [`to_vec_async`]).
 pub fn to_vec(t: Tensor<2>) -> Result<Vec<f32>> {
-    floats(t.try_into_data().map_err(readback_error)?)
+    floats(t.try_into_data().map_err(execution_error)?)
 }
 
 /// Reads a float tensor back to the host once the device has computed it: the only way
 /// WebGPU can.
 pub async fn to_vec_async(t: Tensor<2>) -> Result<Vec<f32>> {
-    floats(t.into_data_async().await.map_err(readback_error)?)
+    floats(t.into_data_async().await.map_err(execution_error)?)
+}
+
+/// Hands the work queued on `device` to it now, without waiting for the results (a GPU
+/// buffers kernels until enough accumulate or a read asks for them; the CPU has nothing
+/// queued).
+pub fn flush(device: &Device) -> Result<()> {
+    device.flush().map_err(execution_error)
 }
 
 fn floats(data: burn::tensor::TensorData) -> Result<Vec<f32>> {
-    data.try_into_vec::<f32>().map_err(readback_error)
+    data.try_into_vec::<f32>().map_err(|e| readback_error(&e))
 }
 
-fn readback_error(e: impl std::fmt::Debug) -> ModelError {
+/// A lost device is its own error: nothing on it works again, and the caller must say so.
+fn execution_error(e: ExecutionError) -> ModelError {
+    match e {
+        ExecutionError::DevicePoisoned { reason } => ModelError::DeviceLost { reason },
+        other => readback_error(&other),
+    }
+}
+
+fn readback_error(e: &dyn std::fmt::Debug) -> ModelError {
     ModelError::Readback {
         what: "logits",
         reason: format!("{e:?}"),

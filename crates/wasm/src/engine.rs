@@ -14,7 +14,7 @@ use stampo_engine::request::custom_json;
 use stampo_engine::response::ResponseMeta;
 use stampo_engine::timing::Clock;
 use stampo_engine::{Error as EngineError, LoadedModel, Request, Streaming};
-use stampo_model::{Device, DeviceKind};
+use stampo_model::{Device, DeviceKind, ModelError};
 use stampo_tokenizer::DecodeOptions;
 use wasm_bindgen::prelude::*;
 
@@ -116,11 +116,14 @@ impl EngineCore {
     ///
     /// [`ModelSource::warm_up`]: stampo_engine::ModelSource::warm_up
     pub async fn warm_up(&mut self) -> CoreResult<()> {
-        self.loaded
-            .source
-            .warm_up()
-            .await
-            .map_err(|e| (ErrorCode::GenerationFailed, format!("warm-up: {e}")))
+        self.loaded.source.warm_up().await.map_err(|e| {
+            let code = if is_device_lost(e.as_ref()) {
+                ErrorCode::DeviceLost
+            } else {
+                ErrorCode::GenerationFailed
+            };
+            (code, format!("warm-up: {e}"))
+        })
     }
 
     /// Runs `body` (JSON text) with `custom` (JSON text, may be empty) merged over it.
@@ -196,9 +199,19 @@ impl EngineCore {
     }
 }
 
+/// Whether the model's error is a lost device (which the caller recovers from by loading
+/// the model again, unlike any other failure).
+fn is_device_lost(source: &(dyn std::error::Error + 'static)) -> bool {
+    matches!(
+        source.downcast_ref::<ModelError>(),
+        Some(ModelError::DeviceLost { .. })
+    )
+}
+
 fn request_error(e: EngineError) -> (ErrorCode, String) {
     let code = match &e {
         EngineError::Cancelled => ErrorCode::Cancelled,
+        EngineError::Logits(source) if is_device_lost(source.as_ref()) => ErrorCode::DeviceLost,
         EngineError::Schema { .. } => ErrorCode::SchemaRefused,
         EngineError::Grammar { .. } => ErrorCode::GrammarInvalid,
         EngineError::Logits(_)

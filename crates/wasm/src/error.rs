@@ -21,6 +21,8 @@ pub enum ErrorCode {
     Cancelled,
     /// The device asked for cannot start (no WebGPU adapter, or a module built without it).
     DeviceUnavailable,
+    /// The device stopped working (WebGPU's device was lost); load the model again.
+    DeviceLost,
 }
 
 impl ErrorCode {
@@ -34,6 +36,7 @@ impl ErrorCode {
             ErrorCode::GenerationFailed => "generation_failed",
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::DeviceUnavailable => "device_unavailable",
+            ErrorCode::DeviceLost => "device_lost",
         }
     }
 }
