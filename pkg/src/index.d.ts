@@ -58,7 +58,7 @@ export interface KeywordReport {
   reason?: string;
 }
 
-/** An error from the engine, with a stable code (`schema_refused`, `grammar_invalid`, ...). */
+/** An error from the engine, with a stable code (`schema_refused`, `grammar_invalid`, `device_unavailable`, `device_lost`, ...). */
 export class StampoError extends Error {
   code: string;
 }
