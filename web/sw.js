@@ -22,6 +22,8 @@ const APP_FILES = [
   "stampo/worker.js",
   "stampo/wasm/stampo_wasm.js",
   "stampo/wasm/stampo_wasm_bg.wasm",
+  // Not the WebGPU runtime (stampo/wasm/stampo_webgpu*, 3 MB gzipped), which a browser without
+  // a hardware adapter never fetches: the fetch handler below keeps it once it has been used.
 ];
 
 self.addEventListener("install", (event) => {
