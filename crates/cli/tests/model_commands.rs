@@ -231,3 +231,35 @@ fn generate_on_each_device() {
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("tpu"), "{}", text(&out.stderr));
 }
+
+/// `stampo run --json` constrains a raw prompt as it does a chat (the constraint once went in
+/// `response_format`, which `/completion` ignores: the output was free text).
+#[test]
+fn run_json_constrains_a_raw_prompt() {
+    let Some(p) = model("SmolLM2-135M-Instruct.Q4_1.gguf") else {
+        return;
+    };
+    let out = stampo(&[
+        "run",
+        "-m",
+        p.to_str().unwrap(),
+        "-p",
+        "The capital of France is",
+        "-n",
+        "24",
+        "--temp",
+        "0",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        !text(&out.stderr).contains("unknown field"),
+        "{}",
+        text(&out.stderr)
+    );
+    let printed = text(&out.stdout);
+    assert!(
+        printed.trim_start().starts_with('{'),
+        "not a JSON object: {printed}"
+    );
+}

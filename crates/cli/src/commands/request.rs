@@ -138,7 +138,13 @@ pub fn run(args: &RunArgs) -> Result<(), String> {
         body.insert("fast_forward".into(), json!(true));
     }
     if args.json {
-        body.insert("response_format".into(), json!({"type": "json_object"}));
+        // `/completion` takes no `response_format` (llama.cpp's server ignores it there, and
+        // so does stampo, with a warning): a raw prompt gets the same constraint as a schema.
+        if args.chat {
+            body.insert("response_format".into(), json!({"type": "json_object"}));
+        } else {
+            body.insert("json_schema".into(), json!({"type": "object"}));
+        }
     }
     if let Some(path) = &args.json_schema {
         let schema: Value =
