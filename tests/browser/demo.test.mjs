@@ -197,6 +197,15 @@ test("every control is named for screen readers and reachable by Tab; results ar
   console.log(`# accessibility: ${named} named controls, ${focusable.length} reached by Tab`);
 });
 
+test("the device can be chosen: WebGPU by name runs where \"auto\" keeps to the CPU", { timeout: 300_000 }, async () => {
+  await page.locator("#device-choice").selectOption("webgpu");
+  await page.locator("#load-model").click();
+  // (The previous model's line goes while loading; wait for the new one.)
+  await page.locator("#model-ready", { hasText: "ready on the webgpu" }).waitFor({ timeout: 240_000 });
+  assert.equal(await page.locator("#model-device").textContent(), "Running on WebGPU in a Web Worker.");
+  await page.locator("#device-choice").selectOption("auto");
+});
+
 test("installable, and with the server gone a reload still runs an extraction", { timeout: 300_000 }, async () => {
   const manifest = await page.evaluate(async () => {
     const link = document.querySelector('link[rel="manifest"]');

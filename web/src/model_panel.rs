@@ -41,6 +41,7 @@ pub fn ModelPanel(engine: RwSignal<Option<Stampo>, LocalStorage>) -> impl IntoVi
     };
     refresh();
     let (url, set_url) = signal(DEFAULT_MODEL.to_string());
+    let (device, set_device) = signal("auto".to_string());
     let load = move |model: JsValue| {
         phase.set(Phase::Loading {
             phase: "download".into(),
@@ -59,7 +60,8 @@ pub fn ModelPanel(engine: RwSignal<Option<Stampo>, LocalStorage>) -> impl IntoVi
                     total,
                 });
             };
-            match runtime::load(model, CONTEXT_SIZE, progress).await {
+            let device = device.get_untracked();
+            match runtime::load(model, CONTEXT_SIZE, &device, progress).await {
                 Ok((stampo, info)) => {
                     engine.set(Some(stampo));
                     phase.set(Phase::Ready(info));
@@ -102,6 +104,13 @@ pub fn ModelPanel(engine: RwSignal<Option<Stampo>, LocalStorage>) -> impl IntoVi
             <button id="load-model" on:click=load_url disabled=busy>"Load"</button>
             <label for="model-file">"…or a GGUF file from this computer (or drop one on this panel)"</label>
             <input id="model-file" type="file" accept=".gguf" on:change=load_file disabled=busy/>
+            <label for="device-choice">"Device (for the next load)"</label>
+            <select id="device-choice" disabled=busy
+                on:change=move |ev| set_device.set(event_target_value(&ev))>
+                <option value="auto" selected>"Auto: WebGPU on a GPU, else the CPU"</option>
+                <option value="webgpu">"WebGPU"</option>
+                <option value="cpu">"CPU (WebAssembly SIMD)"</option>
+            </select>
             // One live region for the model's state: announced when loading ends (held back
             // while busy, so the progress figures are not read out one by one).
             <div id="model-status" aria-live="polite"

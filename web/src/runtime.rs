@@ -96,10 +96,12 @@ fn to_json(value: &JsValue) -> Value {
         .unwrap_or(Value::Null)
 }
 
-/// Loads `model` (a URL string or a `File`), reporting `(phase, loaded, total)`.
+/// Loads `model` (a URL string or a `File`) on `device` (`"auto"`, `"webgpu"` or `"cpu"`),
+/// reporting `(phase, loaded, total)`.
 pub async fn load(
     model: JsValue,
     context_size: u32,
+    device: &str,
     on_progress: impl Fn(String, f64, Option<f64>) + 'static,
 ) -> Result<(Stampo, Value), String> {
     let progress = Closure::<dyn Fn(JsValue)>::new(move |p: JsValue| {
@@ -114,6 +116,7 @@ pub async fn load(
         |k: &str, v: &JsValue| Reflect::set(&options, &k.into(), v).map_err(|e| js_message(&e));
     set("model", &model)?;
     set("contextSize", &JsValue::from(context_size))?;
+    set("device", &JsValue::from_str(device))?;
     set("onProgress", progress.as_ref())?;
     let promise = Stampo::load_js(&options).map_err(|e| js_message(&e))?;
     let engine: Stampo = JsFuture::from(promise)
