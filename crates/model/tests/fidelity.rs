@@ -161,8 +161,9 @@ macro_rules! fidelity_tests {
         // and 5/9/6.
         // On the wgpu device (lavapipe, 2026-11-30), which multiplies f32 activations where
         // llama.cpp's CPU backend rounds them to 8 bits: SmolLM2 8/8/4 (margins 0.11–0.30),
-        // top-20 logits within 0.85; Gemma 3 8/8/4 (margins 0.11–0.24), within 1.34 (15 and
-        // 23 minutes on lavapipe; Qwen2.5 not run).
+        // top-20 logits within 0.85; Gemma 3 8/8/4 (margins 0.11–0.24), within 1.34; Qwen2.5
+        // 14/5/1 (the one at a margin of 0.108), within 0.34 (15, 23 and 27 minutes on
+        // lavapipe).
         // Run with `cargo test -p stampo-model --test fidelity -- --ignored --nocapture`.
         #[ignore = "stampo-model does not match llama.cpp's greedy tokens on every prompt yet (issue 5)"]
         fn $name() {
