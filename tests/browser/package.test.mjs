@@ -75,6 +75,19 @@ after(async () => {
   await server?.close();
 });
 
+/**
+ * Whether this Chromium offers a WebGPU adapter. Without one the test is skipped, or fails
+ * under STAMPO_REQUIRE_WGPU=1 (scripts/test.sh), as the native wgpu tests do.
+ */
+async function hasWebgpu() {
+  const adapter = await webgpuInfo(page);
+  if (adapter.available) return true;
+  const why = `SKIPPED: no WebGPU adapter in this Chromium (${adapter.reason})`;
+  if (process.env.STAMPO_REQUIRE_WGPU === "1") assert.fail(why);
+  console.log(`# ${why}`);
+  return false;
+}
+
 function checkPerson(text) {
   const person = JSON.parse(text);
   assert.deepEqual(Object.keys(person).sort(), ["citta", "eta", "nome"], text);
@@ -150,13 +163,7 @@ test("on WebGPU the model gives the CPU path's first-token probabilities and a s
   // Here the adapter is SwiftShader (a software fallback, so "auto" keeps to the CPU):
   // "webgpu" is asked for by name. Slow (a CPU emulating a GPU), but the same WGSL kernels a
   // GPU runs.
-  const adapter = await webgpuInfo(page);
-  if (!adapter.available) {
-    const why = `SKIPPED: no WebGPU adapter in this Chromium (${adapter.reason})`;
-    if (process.env.STAMPO_REQUIRE_WGPU === "1") assert.fail(why);
-    console.log(`# ${why}`);
-    return;
-  }
+  if (!(await hasWebgpu())) return;
   const out = await page.evaluate(async ({ url }) => {
     const probe = { prompt: "The capital of France is", n_predict: 1, temperature: 0, n_probs: 5 };
     // Constrained, kept short (SwiftShader takes seconds a token): the same prompt, which the
@@ -202,13 +209,7 @@ test("on WebGPU the model gives the CPU path's first-token probabilities and a s
 });
 
 test("a lost WebGPU device is a typed error, and the model loads again", { timeout: 600_000 }, async () => {
-  const adapter = await webgpuInfo(page);
-  if (!adapter.available) {
-    const why = `SKIPPED: no WebGPU adapter in this Chromium (${adapter.reason})`;
-    if (process.env.STAMPO_REQUIRE_WGPU === "1") assert.fail(why);
-    console.log(`# ${why}`);
-    return;
-  }
+  if (!(await hasWebgpu())) return;
   const probe = { prompt: "The capital of France is", n_predict: 1, temperature: 0 };
   await page.evaluate(async (url) => {
     window.gpu = await window.stampo.Stampo.load({ model: url, device: "webgpu", contextSize: 64 });

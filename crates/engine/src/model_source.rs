@@ -51,9 +51,7 @@ impl ModelSource {
         self.begin(&[])?;
         result.map(drop)
     }
-}
 
-impl ModelSource {
     /// Queues the forward pass of `tokens`; the logits stay on the device.
     fn queue(&mut self, tokens: &[u32]) -> Result<stampo_model::Tensor<2>, BoxError> {
         let result = self.model.forward(tokens, &mut self.cache, false);

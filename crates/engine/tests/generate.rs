@@ -106,7 +106,7 @@ fn greedy() -> Sampler {
 }
 
 fn run(
-    model: &mut ScriptedModel,
+    model: &mut dyn LogitsSource,
     constraint: Option<&mut (dyn TokenConstraint + Send)>,
     sampler: &mut Sampler,
     opts: &GenerateOptions,
@@ -513,23 +513,15 @@ fn an_asynchronous_device_is_awaited_and_the_mask_is_computed_while_it_works() {
         inner: gbnf(DIGITS),
         log: Arc::clone(&log),
     };
-    let clock = StdClock::default();
-    let mut on_event = |_: &stampo_engine::Event<'_>| ControlFlow::Continue(());
-    let mut control = Control {
-        on_event: &mut on_event,
-        cancel: None,
-        clock: &clock,
-    };
-    let out = stampo_engine::block_on(stampo_engine::generate_async(
+    // `run` goes through `generate`, which drives `generate_async` with `block_on`: the
+    // device's pending polls are real waits here.
+    let (out, _) = run(
         &mut model,
-        &vocab(),
         Some(&mut constraint),
         &mut greedy(),
-        &[1, 2, 3],
         &options(None),
-        &mut control,
-    ))
-    .unwrap();
+    );
+    let out = out.unwrap();
     assert_eq!(out.text, "[42]");
     assert_eq!(out.stop, StopKind::Eos);
     let log = log.lock().unwrap().clone();

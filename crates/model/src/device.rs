@@ -42,9 +42,7 @@ impl DeviceKind {
             )),
         }
     }
-}
 
-impl DeviceKind {
     /// As [`DeviceKind::device`], waiting for WebGPU's adapter and device without blocking.
     pub async fn device_async(self) -> Result<Device> {
         match self {

@@ -117,12 +117,9 @@ impl EngineCore {
     /// [`ModelSource::warm_up`]: stampo_engine::ModelSource::warm_up
     pub async fn warm_up(&mut self) -> CoreResult<()> {
         self.loaded.source.warm_up().await.map_err(|e| {
-            let code = if is_device_lost(e.as_ref()) {
-                ErrorCode::DeviceLost
-            } else {
-                ErrorCode::GenerationFailed
-            };
-            (code, format!("warm-up: {e}"))
+            // Classified as a request's model failure is: a lost device, or a failed pass.
+            let (code, message) = request_error(EngineError::Logits(e));
+            (code, format!("warm-up: {message}"))
         })
     }
 

@@ -23,20 +23,9 @@ pub fn smollm2_path() -> Option<PathBuf> {
     None
 }
 
-/// burn's wgpu device (lavapipe where there is no GPU), or `None` (after printing `SKIPPED`)
-/// when it cannot start, or stampo-model was built without it, and `STAMPO_REQUIRE_WGPU` is
-/// not `1`. (The model crate's tests have the same rule.)
+/// The wgpu device or a skip, by the model tests' rule (one file, included by path).
 #[allow(dead_code)]
-pub fn wgpu_device() -> Option<stampo_model::Device> {
-    match stampo_model::DeviceKind::Wgpu.device() {
-        Ok(device) => Some(device),
-        Err(e) => {
-            assert!(
-                std::env::var("STAMPO_REQUIRE_WGPU").as_deref() != Ok("1"),
-                "STAMPO_REQUIRE_WGPU=1 but {e}"
-            );
-            println!("SKIPPED the wgpu device: {e}");
-            None
-        }
-    }
-}
+#[path = "../../../model/tests/common/wgpu.rs"]
+mod wgpu;
+#[allow(unused_imports)]
+pub use wgpu::wgpu_device;
