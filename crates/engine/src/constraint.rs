@@ -139,6 +139,12 @@ impl TokenConstraint for GrammarConstraint {
         self.matcher.closing_bytes()
     }
 
+    fn closing_cost_after(&mut self, bytes: &[u8]) -> Option<usize> {
+        self.matcher
+            .min_bytes_to_close_after(bytes)
+            .map(|n| n as usize)
+    }
+
     fn forced_bytes(&mut self) -> Vec<u8> {
         self.matcher.forced_bytes()
     }

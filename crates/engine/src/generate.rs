@@ -83,6 +83,12 @@ pub trait TokenConstraint {
     fn closing_bytes(&mut self) -> Option<Vec<u8>> {
         None
     }
+    /// The fewest bytes completing the document after `bytes` (a token's), without
+    /// committing them; `None` when unknown (the budget is then steered by
+    /// [`TokenConstraint::closing_bytes`] alone) or when nothing completes it.
+    fn closing_cost_after(&mut self, _bytes: &[u8]) -> Option<usize> {
+        None
+    }
     /// The mask cache's hit rate, if it keeps one.
     fn cache_hit_rate(&self) -> Option<f64> {
         None
@@ -567,10 +573,17 @@ fn set_bit(mask: &mut [u32], i: usize, on: bool) {
     }
 }
 
+/// How far ahead of the steering (in tokens) "finish inside the budget" starts checking that
+/// each token leaves a document that still closes in time. A single token lengthening the
+/// shortest ending by more than this can still spend the budget: the check costs a walk of
+/// every allowed token's bytes per step, so it does not run for the whole generation.
+const BUDGET_WINDOW: usize = 128;
+
 /// "Finish inside the budget": once the tokens left are no more than the shortest ending's
 /// bytes plus one (for end-of-generation), allow only tokens that spell a prefix of that
 /// ending. Every byte being a token (byte-level vocabularies), the ending then always fits;
-/// the ending only gets shorter as its prefixes are committed.
+/// the ending only gets shorter as its prefixes are committed. In the [`BUDGET_WINDOW`]
+/// before that, tokens after which the ending would no longer fit are removed.
 fn steer_to_ending(
     c: &mut dyn TokenConstraint,
     vocab: &dyn Vocabulary,
@@ -582,7 +595,14 @@ fn steer_to_ending(
     let Some(ending) = c.closing_bytes() else {
         return;
     };
+    if remaining > ending.len() + 1 + BUDGET_WINDOW {
+        return;
+    }
     if remaining > ending.len() + 1 {
+        // Not yet steering, but one token may lengthen the ending by many bytes (`,{`
+        // opening another array item with required members): keep only the tokens after
+        // which the ending still fits, at one byte per token plus the end of generation.
+        keep_closable(c, vocab, mask, remaining - 2, eog);
         return;
     }
     if ending.is_empty() && can_end {
@@ -610,5 +630,39 @@ fn steer_to_ending(
     // If no allowed token spells a prefix of the ending, keep the grammar's own mask.
     if any {
         mask.copy_from_slice(&steered);
+    }
+}
+
+/// Clears from `mask` every token after which the document needs more than `budget` bytes
+/// to close. End-of-generation tokens are left as they are; a constraint that cannot tell
+/// the cost leaves the mask unchanged, and so does a step where no token would be left.
+fn keep_closable(
+    c: &mut dyn TokenConstraint,
+    vocab: &dyn Vocabulary,
+    mask: &mut [u32],
+    budget: usize,
+    eog: &[u32],
+) {
+    if c.closing_cost_after(&[]).is_none() {
+        return;
+    }
+    let mut kept = mask.to_vec();
+    let mut any = false;
+    for (w, &word) in mask.iter().enumerate() {
+        let mut bits = word;
+        while bits != 0 {
+            let i = w * 32 + bits.trailing_zeros() as usize;
+            bits &= bits - 1;
+            if eog.contains(&(i as u32)) {
+                continue;
+            }
+            match c.closing_cost_after(vocab.token_bytes(i as u32)) {
+                Some(cost) if cost <= budget => any = true,
+                _ => set_bit(&mut kept, i, false),
+            }
+        }
+    }
+    if any {
+        mask.copy_from_slice(&kept);
     }
 }

@@ -371,6 +371,33 @@ fn finish_inside_the_budget_closes_the_document() {
 }
 
 #[test]
+fn finish_inside_the_budget_holds_when_one_token_lengthens_the_ending() {
+    // After `,` the shortest ending is `x]`; one more token, `{`, makes it 42 bytes long.
+    let grammar = r#"root ::= "[" item ("," item)* "]"
+item ::= "x" | "{" "a"{40} "}""#;
+    let item = format!(",{{{}}}", "a".repeat(40));
+    let script: Vec<u32> = format!("[x{}", item.repeat(6))
+        .bytes()
+        .map(u32::from)
+        .collect();
+    for n_predict in 4u32..120 {
+        let mut model = ScriptedModel::new(&script);
+        let mut c = gbnf(grammar);
+        let mut opts = options(Some(n_predict));
+        opts.finish_in_budget = true;
+        let (out, _) = run(&mut model, Some(&mut c), &mut greedy(), &opts);
+        let out = out.unwrap();
+        assert!(out.tokens.len() <= n_predict as usize);
+        assert!(
+            out.text.ends_with(']') && out.stop == StopKind::Eos,
+            "n_predict {n_predict}: {:?} ({:?})",
+            out.text,
+            out.stop
+        );
+    }
+}
+
+#[test]
 fn a_grammar_the_vocabulary_cannot_spell_is_an_error() {
     let mut pieces = pieces();
     pieces[b'q' as usize].clear();

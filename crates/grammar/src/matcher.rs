@@ -200,6 +200,22 @@ impl Matcher {
         self.engine.close_cost(self.state)
     }
 
+    /// The fewest bytes completing the document after `bytes`, which are not consumed;
+    /// `None` when `bytes` are rejected or nothing completes the document then.
+    pub fn min_bytes_to_close_after(&mut self, bytes: &[u8]) -> Option<u32> {
+        if self.error.is_some() {
+            return None;
+        }
+        let mut s = self.state;
+        for &b in bytes {
+            s = self.engine.step(s, b);
+            if s == DEAD {
+                return None;
+            }
+        }
+        self.engine.close_cost(s)
+    }
+
     /// One shortest byte string completing the document.
     pub fn closing_bytes(&mut self) -> Option<Vec<u8>> {
         let mut cost = self.min_bytes_to_close()?;
