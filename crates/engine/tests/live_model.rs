@@ -1,7 +1,8 @@
 //! The engine on the real default model (SmolLM2-135M-Instruct, from `$STAMPO_MODELS`): the
-//! seeds' requests through [`LoadedModel`] always give documents of the asked shape, and a
-//! request that repeats the previous prompt's start reuses its KV cache without changing
-//! the output.
+//! seeds' requests through [`LoadedModel`] always give documents of the asked shape (judged by
+//! the `jsonschema` crate, an independent validator, not by stampo's grammar), a request
+//! that repeats the previous prompt's start reuses its KV cache without changing the output,
+//! and a cancelled request leaves the model serving as before.
 
 // Test helpers fail the test by panicking, as assertions do.
 #![allow(clippy::panic)]
@@ -24,6 +25,15 @@ fn load() -> Option<LoadedModel> {
 }
 
 fn run(model: &mut LoadedModel, body: Value) -> Completed {
+    run_streaming(model, body, &mut |_| ControlFlow::Continue(()))
+}
+
+/// Runs `body`, handing each server-shaped chunk to `on_chunk` (`Break` cancels).
+fn run_streaming(
+    model: &mut LoadedModel,
+    body: Value,
+    on_chunk: &mut dyn FnMut(&Value) -> ControlFlow<()>,
+) -> Completed {
     let request = Request::from_body(&body).expect("valid request");
     let meta = ResponseMeta {
         id: "test".into(),
@@ -31,9 +41,8 @@ fn run(model: &mut LoadedModel, body: Value) -> Completed {
         model: model.name.clone(),
     };
     let clock = StdClock::default();
-    let mut on_chunk = |_: &Value| ControlFlow::Continue(());
     let mut streaming = Streaming {
-        on_chunk: &mut on_chunk,
+        on_chunk,
         cancel: None,
         should_stop: None,
         clock: &clock,
@@ -49,6 +58,76 @@ fn content(done: &Completed) -> Value {
         .as_str()
         .expect("content");
     serde_json::from_str(text).unwrap_or_else(|e| panic!("not JSON ({e}): {text}"))
+}
+
+/// Fails unless `doc` is valid against `schema` by the `jsonschema` crate's judgement.
+fn assert_valid(schema: &Value, doc: &Value) {
+    let validator =
+        jsonschema::validator_for(schema).unwrap_or_else(|e| panic!("the schema compiles: {e}"));
+    let errors: Vec<String> = validator
+        .iter_errors(doc)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert!(errors.is_empty(), "{doc} fails its schema: {errors:?}");
+}
+
+fn chat_with_schema(system: &str, user: &str, schema: &Value) -> Value {
+    json!({
+        "messages": [
+            {"role": "system", "content": system},
+            {"role": "user", "content": user}
+        ],
+        "max_tokens": 160,
+        // Near the budget, steer to the schema's shortest ending: every document is whole.
+        "finish_in_budget": true,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "doc", "schema": schema}}
+    })
+}
+
+/// The seeds' order schema: `$defs`, `anyOf`, `pattern` and `multipleOf`.
+fn order_schema() -> Value {
+    json!({
+        "$defs": {
+            "item": {
+                "type": "object",
+                "properties": {
+                    "sku": {"type": "string", "pattern": "^[A-Z]{3}-[0-9]{4}$"},
+                    "quantity": {"type": "integer", "minimum": 1},
+                    "price": {"type": "number", "multipleOf": 0.01}
+                },
+                "required": ["sku", "quantity", "price"],
+                "additionalProperties": false
+            }
+        },
+        "type": "object",
+        "properties": {
+            "order_id": {"type": "string"},
+            "items": {"type": "array", "items": {"$ref": "#/$defs/item"}, "minItems": 1},
+            "payment": {
+                "anyOf": [
+                    {"type": "object", "properties": {"card_last4": {"type": "string", "pattern": "^[0-9]{4}$"}}, "required": ["card_last4"]},
+                    {"type": "object", "properties": {"iban": {"type": "string"}}, "required": ["iban"]}
+                ]
+            }
+        },
+        "required": ["order_id", "items", "payment"]
+    })
+}
+
+fn weather_tool() -> Value {
+    json!({"type": "function", "function": {
+        "name": "get_weather",
+        "description": "The current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "city": {"type": "string"},
+                "unit": {"enum": ["celsius", "fahrenheit"]}
+            },
+            "required": ["city", "unit"],
+            "additionalProperties": false
+        }
+    }})
 }
 
 fn person_body(text: &str) -> Value {
@@ -80,14 +159,8 @@ fn person_extraction_has_the_schemas_shape_and_reuses_the_prompt_prefix() {
         person_body("Mi chiamo Giulia Rossi, ho 34 anni e vivo a Torino."),
     );
     let person = content(&first);
-    let obj = person.as_object().expect("an object");
-    assert_eq!(obj.len(), 3, "{person}");
-    assert!(
-        obj["nome"].is_string() && obj["citta"].is_string(),
-        "{person}"
-    );
-    let eta = obj["eta"].as_i64().expect("eta is an integer");
-    assert!((0..=120).contains(&eta), "{person}");
+    let body = person_body("");
+    assert_valid(&body["response_format"]["json_schema"]["schema"], &person);
     assert_eq!(first.output.timings.cache_n, 0);
 
     // Same system prompt, another user message: the shared prefix comes from the cache.
@@ -186,4 +259,139 @@ fn a_warm_up_pass_changes_nothing_a_request_sees() {
         b.output.timings.cache_n, 0,
         "the warm-up's token is forgotten"
     );
+}
+
+/// The order schema, greedy and sampled under three seeds: every document is whole (the
+/// budget is steered) and valid by an independent validator.
+#[test]
+fn the_order_schema_holds_greedy_and_sampled() {
+    let Some(mut model) = load() else { return };
+    let schema = order_schema();
+    let text = "Ordine A-1043: 2 pezzi ABC-1234 a 9,99 euro, 1 pezzo XYZ-0001 a 120,50. \
+                Pagato con la carta che finisce per 4421.";
+    let samplings = [
+        json!({"temperature": 0}),
+        json!({"temperature": 0.9, "seed": 1}),
+        json!({"temperature": 0.9, "seed": 2}),
+        json!({"temperature": 1.2, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "seed": 3}),
+    ];
+    for sampling in samplings {
+        let mut body = chat_with_schema("Extract the order as JSON.", text, &schema);
+        for (k, v) in sampling.as_object().expect("an object") {
+            body[k] = v.clone();
+        }
+        let done = run(&mut model, body);
+        let finish = &done.response["choices"][0]["finish_reason"];
+        assert!(
+            finish == "stop" || finish == "length",
+            "{sampling}: {finish}"
+        );
+        assert_valid(&schema, &content(&done));
+    }
+}
+
+/// `tool_choice: "required"` calls the offered tool with arguments valid for its parameters;
+/// a named `tool_choice` calls that tool and no other.
+#[test]
+fn a_get_weather_tool_call_has_valid_arguments() {
+    let Some(mut model) = load() else { return };
+    let other = json!({"type": "function", "function": {
+        "name": "get_time", "parameters": {"type": "object", "properties": {"zone": {"type": "string"}}}
+    }});
+    let choices = [
+        json!("required"),
+        json!({"type": "function", "function": {"name": "get_weather"}}),
+    ];
+    for choice in choices {
+        let done = run(
+            &mut model,
+            json!({
+                "messages": [{"role": "user", "content": "What's the weather like in Rome, in celsius?"}],
+                "tools": [other.clone(), weather_tool()],
+                "tool_choice": choice,
+                "temperature": 0,
+                "max_tokens": 96,
+                "finish_in_budget": true
+            }),
+        );
+        let choice0 = &done.response["choices"][0];
+        assert_eq!(choice0["finish_reason"], "tool_calls", "{}", done.response);
+        let calls = choice0["message"]["tool_calls"].as_array().expect("calls");
+        assert!(!calls.is_empty());
+        for call in calls {
+            if choice != "required" {
+                assert_eq!(call["function"]["name"], "get_weather", "{call}");
+            }
+            let tool = match call["function"]["name"].as_str() {
+                Some("get_weather") => weather_tool(),
+                Some("get_time") => other.clone(),
+                name => panic!("a tool nobody offered: {name:?}"),
+            };
+            let args: Value =
+                serde_json::from_str(call["function"]["arguments"].as_str().expect("arguments"))
+                    .expect("arguments are JSON");
+            assert_valid(&tool["function"]["parameters"], &args);
+        }
+    }
+}
+
+/// llama.cpp's `grammars/list.gbnf`: every line the model writes is a list item.
+#[test]
+fn llama_cpps_list_grammar_holds() {
+    let Some(mut model) = load() else { return };
+    let grammar = "root ::= item+\n\n# Excludes various line break characters\n\
+                   item ::= \"- \" [^\\r\\n\\x0b\\x0c\\x85\\u2028\\u2029]+ \"\\n\"\n";
+    let done = run(
+        &mut model,
+        json!({"prompt": "Three fruits I like:\n", "n_predict": 40, "temperature": 0, "grammar": grammar}),
+    );
+    let text = done.response["content"].as_str().expect("content");
+    let stopped = done.response["stop_type"] == "eos";
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    assert!(!lines.is_empty(), "{text:?}");
+    for (i, line) in lines.iter().enumerate() {
+        let whole = line.ends_with('\n');
+        // Only the last line may be cut by n_predict.
+        assert!(whole || (i + 1 == lines.len() && !stopped), "{text:?}");
+        let item = line
+            .strip_prefix("- ")
+            .unwrap_or_else(|| panic!("{text:?}"));
+        let item = item.strip_suffix('\n').unwrap_or(item);
+        assert!(!(whole && item.is_empty()), "an empty item in {text:?}");
+        assert!(
+            !item.contains(['\r', '\x0b', '\x0c', '\u{85}', '\u{2028}', '\u{2029}']),
+            "{text:?}"
+        );
+    }
+}
+
+/// Cancelling mid-stream ends the request as `cancelled`, and the next request on the same
+/// model gives what a fresh model gives: the cut-off generation leaves nothing behind.
+#[test]
+fn a_cancelled_request_leaves_the_model_as_it_was() {
+    let Some(mut model) = load() else { return };
+    let mut chunks = 0;
+    let done = run_streaming(
+        &mut model,
+        json!({"prompt": "Once upon a time", "n_predict": 64, "temperature": 0, "stream": true}),
+        &mut |_| {
+            chunks += 1;
+            if chunks == 5 {
+                ControlFlow::Break(())
+            } else {
+                ControlFlow::Continue(())
+            }
+        },
+    );
+    assert!(
+        done.output.tokens.len() <= 5,
+        "{} tokens",
+        done.output.tokens.len()
+    );
+    assert_eq!(done.response["stop_type"], "none", "{}", done.response);
+
+    let next = json!({"prompt": "Once upon a time there was", "n_predict": 12, "temperature": 0});
+    let after = run(&mut model, next.clone());
+    let fresh = run(&mut load().expect("loads again"), next);
+    assert_eq!(after.output.tokens, fresh.output.tokens);
 }
