@@ -7,6 +7,8 @@
 
 mod common;
 
+use common::{Rng, bits, random_walk};
+
 use std::sync::Arc;
 
 use stampo_grammar::{CompiledGrammar, Matcher, Vocabulary, gbnf};
@@ -25,12 +27,6 @@ fn llama_grammar(name: &str) -> Arc<CompiledGrammar> {
         .join("tests/data/llama.cpp-grammars")
         .join(name);
     grammar(&std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{e}")))
-}
-
-fn bits(mask: &[u32]) -> Vec<u32> {
-    (0..mask.len() as u32 * 32)
-        .filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1)
-        .collect()
 }
 
 /// The mask, token by token, by brute force over the byte-level matcher.
@@ -233,25 +229,12 @@ fn special_tokens_only_where_named() {
     assert!(m.can_end());
 }
 
-/// A tiny deterministic generator (xorshift), so failures reproduce.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
-
 #[test]
 fn random_walks_over_the_real_vocabulary_yield_accepted_documents() {
     let Some(v) = common::vocab(SMOLLM2) else {
         return;
     };
     let v = Arc::new(v);
-    let eos = v.eos()[0];
-    let mut mask = vec![0u32; v.mask_words()];
     for name in [
         "json.gbnf",
         "arithmetic.gbnf",
@@ -265,38 +248,8 @@ fn random_walks_over_the_real_vocabulary_yield_accepted_documents() {
             Matcher::with_vocabulary(g.clone(), v.clone()).unwrap_or_else(|e| panic!("{e}"));
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
         for walk in 0..20 {
-            m.reset();
-            let mut doc = Vec::new();
-            for step in 0..400 {
-                m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
-                let allowed = bits(&mask);
-                assert!(
-                    !allowed.is_empty(),
-                    "{name} walk {walk}: dead end after {doc:?}"
-                );
-                // Past 200 steps, steer to the end: prefer eos, then the shortest closers.
-                let id = if step > 200 && allowed.contains(&eos) {
-                    eos
-                } else if step > 200 {
-                    let close = m.closing_bytes().unwrap_or_default();
-                    *allowed
-                        .iter()
-                        .find(|&&t| close.starts_with(v.token_bytes(t)))
-                        .unwrap_or(&allowed[0])
-                } else {
-                    allowed[(rng.next() % allowed.len() as u64) as usize]
-                };
-                m.commit_token(id).unwrap_or_else(|e| panic!("{name}: {e}"));
-                if id == eos {
-                    break;
-                }
-                doc.extend_from_slice(v.token_bytes(id));
-            }
-            assert!(
-                m.has_ended(),
-                "{name} walk {walk}: never ended: {:?}",
-                String::from_utf8_lossy(&doc)
-            );
+            let doc = random_walk(&mut m, &v, &mut rng, 200, 400)
+                .unwrap_or_else(|e| panic!("{name} walk {walk}: {e}"));
             assert!(
                 g.accepts(&doc),
                 "{name} walk {walk}: {:?}",

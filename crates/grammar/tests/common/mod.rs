@@ -9,7 +9,7 @@
 
 use std::path::PathBuf;
 
-use stampo_grammar::Vocabulary;
+use stampo_grammar::{Matcher, Vocabulary};
 
 pub fn models_dir() -> PathBuf {
     std::env::var_os("STAMPO_MODELS")
@@ -168,4 +168,74 @@ pub fn greedy_tokens(v: &Vocabulary, text: &[u8]) -> Vec<u32> {
         i += len;
     }
     out
+}
+
+/// The token ids set in a mask.
+pub fn bits(mask: &[u32]) -> Vec<u32> {
+    (0..mask.len() as u32 * 32)
+        .filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1)
+        .collect()
+}
+
+/// A tiny deterministic generator (xorshift), so failures reproduce.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+/// One random walk from `m`'s start: a token drawn uniformly from each mask for `free`
+/// steps, then steered to the end (end-of-sequence where allowed, else a token spelling the
+/// start of the shortest closing bytes), up to `limit` steps. Returns the document, or why
+/// the walk failed: a dead end (an empty mask) or no end within `limit`.
+pub fn random_walk(
+    m: &mut Matcher,
+    v: &Vocabulary,
+    rng: &mut Rng,
+    free: usize,
+    limit: usize,
+) -> Result<Vec<u8>, String> {
+    let eos = v.eos()[0];
+    let mut mask = vec![0u32; v.mask_words()];
+    let mut doc = Vec::new();
+    m.reset();
+    for step in 0..limit {
+        m.compute_mask(&mut mask).map_err(|e| e.to_string())?;
+        let allowed = bits(&mask);
+        if allowed.is_empty() {
+            return Err(format!(
+                "dead end after {:?}",
+                String::from_utf8_lossy(&doc)
+            ));
+        }
+        let id = if step < free {
+            allowed[(rng.next() % allowed.len() as u64) as usize]
+        } else if allowed.contains(&eos) {
+            eos
+        } else {
+            let close = m.closing_bytes().unwrap_or_default();
+            *allowed
+                .iter()
+                .find(|&&t| !v.token_bytes(t).is_empty() && close.starts_with(v.token_bytes(t)))
+                .unwrap_or(&allowed[0])
+        };
+        m.commit_token(id).map_err(|e| e.to_string())?;
+        if id == eos {
+            return if m.has_ended() {
+                Ok(doc)
+            } else {
+                Err("end-of-sequence where the document cannot end".into())
+            };
+        }
+        doc.extend_from_slice(v.token_bytes(id));
+    }
+    Err(format!(
+        "no end within {limit} steps: {:?}",
+        String::from_utf8_lossy(&doc)
+    ))
 }
