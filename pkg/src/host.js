@@ -65,7 +65,10 @@ export function createHost(post) {
         const started = performance.now();
         const { device, fallback } = await chooseDevice(msg.device ?? "auto");
         const load = device === "cpu" ? loadOnCpu : await webgpuLoader();
-        engine = await load(new Uint8Array(msg.buffer), msg.contextSize, device);
+        // The weights' way onto the device, as "chunk" messages: index.js reports them as the
+        // "upload" phase.
+        const onUpload = (loaded, total) => post({ id: msg.id, type: "chunk", chunk: JSON.stringify({ loaded, total }) });
+        engine = await load(new Uint8Array(msg.buffer), msg.contextSize, device, onUpload);
         const info = JSON.parse(engine.info());
         info.webgpu_fallback ??= fallback;
         return { info, loadMs: performance.now() - started };

@@ -1,6 +1,6 @@
 /** Progress of `Stampo.load`: bytes of the current phase and, when known, the total. */
 export interface LoadProgress {
-  phase: "download" | "cache" | "read" | "parse" | "warm-up" | "ready";
+  phase: "download" | "cache" | "read" | "parse" | "upload" | "warm-up" | "ready";
   loaded: number;
   total: number | null;
 }

@@ -304,7 +304,10 @@ export class Stampo {
     const channel = new Channel(worker);
     onProgress?.({ phase: "parse", loaded: buffer.byteLength, total: buffer.byteLength });
     const size = buffer.byteLength;
-    const msg = await channel.call({ type: "load", buffer, contextSize, device }, { transfer: worker ? [buffer] : [] });
+    const msg = await channel.call({ type: "load", buffer, contextSize, device }, {
+      transfer: worker ? [buffer] : [],
+      onChunk: ({ loaded, total }) => onProgress?.({ phase: "upload", loaded, total }),
+    });
     // One token through the model, forgotten: on WebGPU this compiles the kernels, which
     // the first request would otherwise wait for.
     onProgress?.({ phase: "warm-up", loaded: size, total: size });

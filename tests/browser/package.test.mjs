@@ -100,20 +100,32 @@ function checkPerson(text) {
 test("the default model loads into the worker with progress, on the CPU", { timeout: 300_000 }, async () => {
   const info = await page.evaluate(async (url) => {
     const phases = new Set();
+    const upload = [];
     let last = null;
     window.engine = await window.stampo.Stampo.load({
       model: url,
       contextSize: 1024,
-      onProgress: (p) => { phases.add(p.phase); last = p; },
+      onProgress: (p) => {
+        phases.add(p.phase);
+        last = p;
+        if (p.phase === "upload") upload.push([p.loaded, p.total]);
+      },
     });
-    return { ...window.engine.info, phases: [...phases], last, isolated: crossOriginIsolated };
+    return { ...window.engine.info, phases: [...phases], last, upload, isolated: crossOriginIsolated };
   }, MODEL_URL);
-  console.log(`# loaded: ${JSON.stringify(info)}`);
+  const { upload, ...shown } = info;
+  console.log(`# loaded: ${JSON.stringify(shown)}`);
   assert.equal(info.source, "network");
   assert.equal(info.device, "cpu");
   assert.match(info.webgpu_fallback, /software fallback|no WebGPU/, "auto says why WebGPU was passed over");
   assert.equal(info.architecture, "llama");
-  assert.deepEqual(info.phases, ["download", "parse", "warm-up", "ready"]);
+  assert.deepEqual(info.phases, ["download", "parse", "upload", "warm-up", "ready"]);
+  // The weights' upload counts up, tensor by tensor, to all of the file's tensor bytes.
+  assert.ok(upload.length > 100, `${upload.length} upload reports`);
+  assert.ok(upload.every(([loaded, total], i) => loaded <= total && (i === 0 || loaded >= upload[i - 1][0])));
+  const [done, total] = upload.at(-1);
+  assert.equal(done, total);
+  assert.ok(total > 0.9 * info.bytes && total < info.bytes, `${total} tensor bytes of ${info.bytes}`);
   assert.ok(info.warmUpMs >= 0);
   assert.equal(info.last.loaded, info.bytes);
   assert.ok(info.isolated, "the page is cross-origin isolated (COOP/COEP), so aborts are cooperative");

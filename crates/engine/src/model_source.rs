@@ -109,15 +109,27 @@ impl LoadedModel {
         device: &stampo_model::Device,
         context: usize,
     ) -> Result<Self, Error> {
-        let gguf = Gguf::parse(bytes).map_err(|e| Error::Load(e.to_string()))?;
-        Self::from_gguf(&gguf, device, context)
+        Self::load_reporting(bytes, device, context, &mut |_, _| {})
     }
 
-    /// As [`LoadedModel::load`], from a parsed file.
+    /// As [`LoadedModel::load`], calling `progress(bytes_done, bytes_total)` as the weights
+    /// go onto the device.
+    pub fn load_reporting(
+        bytes: &[u8],
+        device: &stampo_model::Device,
+        context: usize,
+        progress: &mut (dyn FnMut(usize, usize) + Send),
+    ) -> Result<Self, Error> {
+        let gguf = Gguf::parse(bytes).map_err(|e| Error::Load(e.to_string()))?;
+        Self::from_gguf(&gguf, device, context, progress)
+    }
+
+    /// As [`LoadedModel::load_reporting`], from a parsed file.
     pub fn from_gguf(
         gguf: &Gguf<'_>,
         device: &stampo_model::Device,
         context: usize,
+        progress: &mut (dyn FnMut(usize, usize) + Send),
     ) -> Result<Self, Error> {
         let tokenizer = Tokenizer::from_gguf(gguf).map_err(|e| Error::Load(e.to_string()))?;
         let text = match ChatTemplate::from_gguf(gguf, &tokenizer) {
@@ -126,7 +138,7 @@ impl LoadedModel {
             // requests then get `NoChatTemplate`.
             Err(_) => TokenizerText::new(tokenizer),
         };
-        let model = Transformer::load(gguf, device, LoadOptions { context })
+        let model = Transformer::load_reporting(gguf, device, LoadOptions { context }, progress)
             .map_err(|e| Error::Load(e.to_string()))?;
         let meta = gguf.metadata();
         let name = meta

@@ -94,6 +94,17 @@ impl Cache {
 impl Transformer {
     /// Loads the model in `gguf` onto `device`.
     pub fn load(gguf: &Gguf<'_>, device: &Device, options: LoadOptions) -> Result<Transformer> {
+        Self::load_reporting(gguf, device, options, &mut |_, _| {})
+    }
+
+    /// As [`Transformer::load`], calling `progress(bytes_done, bytes_total)` after each tensor
+    /// is taken onto the device (the GGUF's tensor bytes: a page shows an "upload" phase).
+    pub fn load_reporting(
+        gguf: &Gguf<'_>,
+        device: &Device,
+        options: LoadOptions,
+        progress: &mut (dyn FnMut(usize, usize) + Send),
+    ) -> Result<Transformer> {
         let arch = gguf.metadata().architecture()?;
         let meta = ArchMetadata::new(gguf.metadata(), arch);
         let mut config = match arch {
@@ -106,9 +117,10 @@ impl Transformer {
         let capacity = options.context.clamp(1, config.context_length);
         // The weights live as long as the model: exact-fit device buffers rather than pages
         // sized for reuse, so device memory stays the GGUF's tensor bytes.
-        device.memory_persistent_allocations((gguf, config), |(gguf, config)| {
-            Self::build(gguf, device, config, capacity)
-        })
+        device
+            .memory_persistent_allocations((gguf, config, progress), |(gguf, config, progress)| {
+                Self::build(gguf, device, config, capacity, progress)
+            })
     }
 
     fn build(
@@ -116,8 +128,9 @@ impl Transformer {
         device: &Device,
         config: ModelConfig,
         capacity: usize,
+        progress: &mut (dyn FnMut(usize, usize) + Send),
     ) -> Result<Transformer> {
-        let mut w = Weights::new(gguf, device);
+        let mut w = Weights::new(gguf, device, progress);
         let c = &config;
         let d = c.d_model;
         let eps = f64::from(c.rms_eps);
@@ -217,6 +230,7 @@ impl Transformer {
             )
         });
         let gguf_bytes = w.gguf_bytes();
+        w.finish();
         Ok(Transformer {
             embedding,
             blocks,

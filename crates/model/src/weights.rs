@@ -11,16 +11,41 @@ pub struct Weights<'g, 'a> {
     gguf: &'g Gguf<'a>,
     device: Device,
     bytes: usize,
+    /// All of the file's tensor bytes, for `progress`.
+    total: usize,
+    progress: &'g mut (dyn FnMut(usize, usize) + Send),
 }
 
 impl<'g, 'a> Weights<'g, 'a> {
-    /// A reader of `gguf`'s tensors for `device`.
-    pub fn new(gguf: &'g Gguf<'a>, device: &Device) -> Self {
+    /// A reader of `gguf`'s tensors for `device`, calling `progress(bytes_taken, total)`
+    /// after each tensor.
+    pub fn new(
+        gguf: &'g Gguf<'a>,
+        device: &Device,
+        progress: &'g mut (dyn FnMut(usize, usize) + Send),
+    ) -> Self {
+        let total = gguf
+            .tensors()
+            .iter()
+            .map(|t| gguf.tensor_data(t).len())
+            .sum();
         Weights {
             gguf,
             device: device.clone(),
             bytes: 0,
+            total,
+            progress,
         }
+    }
+
+    fn taken(&mut self, bytes: usize) {
+        self.bytes += bytes;
+        (self.progress)(self.bytes, self.total);
+    }
+
+    /// Reports the load complete (tensors the model does not use included).
+    pub fn finish(&mut self) {
+        (self.progress)(self.total, self.total);
     }
 
     /// The GGUF tensor bytes taken so far (each tensor counted once).
@@ -65,29 +90,28 @@ impl<'g, 'a> Weights<'g, 'a> {
             }
         })?;
         let bytes = self.gguf.tensor_data(info);
-        self.bytes += bytes.len();
         let bias = match bias_name {
             Some(b) => Some(self.vector(b, rows)?),
             None => None,
         };
-        QLinear::from_bytes(
+        let linear = QLinear::from_bytes(
             name,
             bytes,
             bias,
             QuantLayout { format, rows, cols },
             &self.device,
-        )
+        )?;
+        self.taken(bytes.len());
+        Ok(linear)
     }
 
     /// A vector of `len` values (norm scales, biases), as `f32`.
     pub fn vector(&mut self, name: &str, len: usize) -> Result<Tensor<1>> {
         let info = self.info(name, &[len as u64])?;
         let bytes = self.gguf.tensor_data(info);
-        self.bytes += bytes.len();
         let values = dequantize_to_vec(info.ty, bytes)?;
-        Ok(Tensor::from_data(
-            TensorData::new(values, [len]),
-            &self.device,
-        ))
+        let vector = Tensor::from_data(TensorData::new(values, [len]), &self.device);
+        self.taken(bytes.len());
+        Ok(vector)
     }
 }

@@ -85,8 +85,13 @@ pub struct EngineCore {
 
 impl EngineCore {
     /// Loads a whole GGUF file onto `device` with a KV cache of `context_size` positions.
-    pub fn load(bytes: &[u8], context_size: usize, device: DeviceChoice) -> CoreResult<Self> {
-        let loaded = LoadedModel::load(bytes, &device.device, context_size)
+    pub fn load(
+        bytes: &[u8],
+        context_size: usize,
+        device: DeviceChoice,
+        progress: &mut (dyn FnMut(usize, usize) + Send),
+    ) -> CoreResult<Self> {
+        let loaded = LoadedModel::load_reporting(bytes, &device.device, context_size, progress)
             .map_err(|e| (ErrorCode::ModelInvalid, e.to_string()))?;
         let weight_bytes = loaded.source.model().weight_bytes();
         Ok(Self {
@@ -242,18 +247,39 @@ pub struct Engine {
     core: EngineCore,
 }
 
+/// The page's upload callback. burn asks for `Send` because a device may load on another
+/// thread; this module has one thread (wasm32 without atomics), where the load runs.
+struct OnUpload(Option<js_sys::Function>);
+
+// SAFETY: built for wasm32 without the atomics feature, the module has a single thread, so
+// the function is called on the thread that made it. (Natively a JS function cannot be made.)
+unsafe impl Send for OnUpload {}
+
 /// Loads a whole GGUF file onto `device` (`"auto"`, `"webgpu"` or `"cpu"`). The bytes are
 /// copied into the module's memory (and from there to the GPU, on WebGPU); the caller's copy
-/// can be dropped once the promise settles.
+/// can be dropped once the promise settles. `on_upload(loaded, total)`, when given, is called
+/// as the weights go onto the device (in GGUF tensor bytes).
 #[wasm_bindgen(js_name = loadEngine)]
 pub async fn load_engine(
     bytes: js_sys::Uint8Array,
     context_size: usize,
     device: String,
+    on_upload: Option<js_sys::Function>,
 ) -> Result<Engine, JsValue> {
     let fail = |(code, message): (ErrorCode, String)| js_error(code, &message);
     let device = DeviceChoice::choose(&device).await.map_err(fail)?;
-    EngineCore::load(&bytes.to_vec(), context_size, device)
+    let on_upload = OnUpload(on_upload);
+    let mut progress = move |done: usize, total: usize| {
+        if let Some(f) = &on_upload.0 {
+            // A progress callback that throws changes nothing about the load.
+            let _ = f.call2(
+                &JsValue::NULL,
+                &(done as f64).into(),
+                &(total as f64).into(),
+            );
+        }
+    };
+    EngineCore::load(&bytes.to_vec(), context_size, device, &mut progress)
         .map(|core| Engine { core })
         .map_err(fail)
 }

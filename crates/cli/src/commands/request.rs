@@ -4,7 +4,7 @@
 //! the server-shaped response (or, for `"stream": true`, the `data:` lines a server sends).
 //! `run` builds such a body from flags, streams the text and prints stats lines.
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::ops::ControlFlow;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -186,10 +186,24 @@ fn read(path: &Path) -> Result<String, String> {
 fn load(args: &ModelArgs) -> Result<LoadedModel, String> {
     let device = super::model_file::device(&args.device)?;
     let t0 = Instant::now();
-    eprint!("loading {} ... ", args.model.display());
+    let label = format!("loading {} ...", args.model.display());
+    eprint!("{label} ");
     let bytes = super::model_file::read_first(&args.model)?;
-    let loaded = LoadedModel::load(&bytes, &device, args.ctx)
+    // On a terminal the line counts the weights' upload in percent, rewritten in place.
+    let tty = std::io::stderr().is_terminal();
+    let mut shown = 0;
+    let mut progress = |done: usize, total: usize| {
+        let percent = done * 100 / total.max(1);
+        if tty && percent > shown {
+            shown = percent;
+            eprint!("\r{label} {percent:3}%");
+        }
+    };
+    let loaded = LoadedModel::load_reporting(&bytes, &device, args.ctx, &mut progress)
         .map_err(|e| format!("{}: {e}", args.model.display()))?;
+    if tty {
+        eprint!("\r{label} ");
+    }
     eprintln!(
         "{} ({:.0} MB) in {:.0} ms",
         loaded.name,
