@@ -1,10 +1,10 @@
 // The demo page (web/, built by `scripts/demo.sh --build-only`) in headless Chromium, served
 // as scripts/demo.sh serves it: load the default model, extract the person under the
-// schema and without it, and check what the page shows. A screenshot goes to
-// $STAMPO_CACHE/demo.png for a person to look at.
+// schema and without it, and check what the page shows. A screenshot of each state goes to
+// test-results/demo/ for a person to look at.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -15,11 +15,21 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
 const cache = process.env.STAMPO_CACHE ?? join(homedir(), ".cache/stampo");
 const models = process.env.STAMPO_MODELS ?? join(cache, "models");
 const dist = join(root, "web/dist");
+const shots = join(root, "test-results/demo");
+
+/** Saves the whole page as test-results/demo/NAME.png. */
+async function shot(name) {
+  mkdirSync(shots, { recursive: true });
+  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+}
 
 let server;
 let browser;
 let page;
 const problems = [];
+// Every request the page, its worker and its service worker make that leaves its origin.
+const outside = [];
+let origin;
 
 before(async () => {
   for (const [what, path] of [["the demo build (run scripts/demo.sh --build-only)", join(dist, "stampo/wasm/stampo_wasm_bg.wasm")],
@@ -27,7 +37,12 @@ before(async () => {
     if (!existsSync(path)) throw new Error(`${what} not found at ${path}`);
   }
   server = await serve({ "/models/": models, "/": dist });
+  origin = server.origin;
   browser = await launchChromium();
+  browser.context.on("request", (r) => {
+    const url = r.url();
+    if (!url.startsWith("data:") && new URL(url).origin !== origin) outside.push(url);
+  });
   page = await browser.context.newPage();
   page.on("pageerror", (e) => problems.push(`pageerror: ${e}`));
   page.on("console", (m) => { if (m.type() === "error") problems.push(`console: ${m.text()}`); });
@@ -68,27 +83,35 @@ test("the page loads the default model, extracts under the schema and without it
   assert.deepEqual(Object.keys(person).sort(), ["citta", "eta", "nome"]);
   assert.ok(Number.isInteger(person.eta) && person.eta >= 0 && person.eta <= 120);
   const section = await page.locator("#output-constrained").locator("..").textContent();
-  assert.match(section, /valid: JSON, and in the schema's grammar/);
+  assert.match(section, /valid: the schema holds \(checked by jsonschema\)/);
   assert.match(section, /finish_reason: stop/);
   assert.match(section, /tokens\/s/);
   const free = await page.locator("#output-free").textContent();
   console.log(`# constrained: ${constrained.replace(/\s+/g, " ")}`);
   console.log(`# unconstrained: ${free.slice(0, 200).replace(/\s+/g, " ")}`);
   assert.match(await page.locator("#curl").textContent(), /curl http:\/\/localhost:8080\/v1\/chat\/completions/);
-  await page.screenshot({ path: join(cache, "demo.png"), fullPage: true });
+  await shot("01-extracted-with-and-without-the-schema");
   assert.deepEqual(problems, []);
 });
 
-test("batch extraction fills the table and downloads JSONL", { timeout: 300_000 }, async () => {
-  await page.locator("#batch-inputs").fill("Mi chiamo Giulia Rossi, ho 34 anni e vivo a Torino.\nSono Marco Bianchi, 58 anni, di Napoli.");
+test("a batch of 5 inputs fills the table and downloads JSONL", { timeout: 300_000 }, async () => {
+  const inputs = [
+    "Mi chiamo Giulia Rossi, ho 34 anni e vivo a Torino.",
+    "Sono Marco Bianchi, 58 anni, di Napoli.",
+    "Anna Verdi, 27 anni, abita a Milano.",
+    "Luca Neri ha 45 anni e vive a Bologna.",
+    "Ecco Sara Gallo: 19 anni, da Palermo.",
+  ];
+  await page.locator("#batch-inputs").fill(inputs.join("\n"));
   await page.locator("#batch-run").click();
-  await page.waitForFunction(() => document.querySelector("#batch-status")?.textContent === "2 of 2 done", null, { timeout: 240_000 });
+  await page.waitForFunction(() => document.querySelector("#batch-status")?.textContent === "5 of 5 done", null, { timeout: 280_000 });
   const valid = await page.locator("#batch-results tbody tr td:last-child").allTextContents();
-  assert.deepEqual(valid, ["yes", "yes"]);
+  assert.deepEqual(valid, ["yes", "yes", "yes", "yes", "yes"]);
+  await shot("02-batch-of-5");
   const [download] = await Promise.all([page.waitForEvent("download"), page.locator("#batch-jsonl").click()]);
   const { readFileSync } = await import("node:fs");
   const lines = readFileSync(await download.path(), "utf8").trim().split("\n").map((l) => JSON.parse(l));
-  assert.equal(lines.length, 2);
+  assert.deepEqual(lines.map((l) => l.input), inputs);
   for (const line of lines) {
     assert.deepEqual(Object.keys(line.output).sort(), ["citta", "eta", "nome"]);
     assert.equal(line.valid, true);
@@ -124,6 +147,7 @@ test("examples, GBNF mode with errors at line and column, extraction under a gra
   await page.locator("#schema-editor").fill('root ::= "yes" | "no"\nbad ::= (');
   const error = await page.locator("#schema-error").textContent();
   assert.match(error, /2:\d+|line 2/, error);
+  await shot("03-gbnf-error-at-line-and-column");
   await page.locator("#schema-editor").fill('root ::= "yes" | "no"');
   await page.locator("#gbnf").waitFor();
   await page.locator("#input-text").fill("Is Rome in Italy? Answer yes or no.");
@@ -136,12 +160,42 @@ test("examples, GBNF mode with errors at line and column, extraction under a gra
   const answer = await page.locator("#output-constrained").textContent();
   assert.ok(["yes", "no"].includes(answer), answer);
   assert.match(await page.locator("#output-constrained").locator("..").textContent(), /valid: in the grammar's language/);
+  await shot("04-answer-under-a-grammar");
   console.log(`# grammar answer: ${answer}; error shown: ${error}`);
+});
+
+test("Custom JSON with a json_schema overrides the editor's schema", { timeout: 300_000 }, async () => {
+  await page.locator("#mode-schema").check();
+  await page.locator("#example").selectOption({ label: "Person (nome, eta, citta)" });
+  await page.locator("#input-text").fill("Mi chiamo Giulia Rossi, ho 34 anni e vivo a Torino.");
+  const city = { type: "object", properties: { city: { type: "string" }, country: { type: "string" } },
+    required: ["city", "country"], additionalProperties: false };
+  await page.locator("#custom-json").fill(JSON.stringify({ json_schema: city }));
+  await page.locator("#custom-json").dispatchEvent("change");
+  await page.locator("#custom-constraint").waitFor();
+  // The request a llama.cpp server would get carries Custom JSON's schema, not the editor's.
+  const curl = await page.locator("#curl").textContent();
+  assert.match(curl, /"json_schema"/);
+  assert.doesNotMatch(curl, /"response_format"/);
+  await page.locator("#extract").click();
+  await page.waitForFunction(() => {
+    const pre = document.querySelector("#output-constrained");
+    return pre && pre.getAttribute("aria-busy") === "false" && pre.textContent.length > 0;
+  }, null, { timeout: 240_000 });
+  const doc = JSON.parse(await page.locator("#output-constrained").textContent());
+  assert.deepEqual(Object.keys(doc).sort(), ["city", "country"]);
+  assert.match(await page.locator("#output-constrained").locator("..").textContent(), /valid: the schema holds/);
+  await shot("05-custom-json-overrides-the-schema");
+  console.log(`# Custom JSON's schema: ${JSON.stringify(doc)}`);
+  await page.locator("#custom-json").fill("");
+  await page.locator("#custom-json").dispatchEvent("change");
+  await page.locator("#custom-constraint").waitFor({ state: "detached" });
 });
 
 test("invalid Custom JSON is shown as an error and settings persist across a reload", { timeout: 60_000 }, async () => {
   await page.locator("#custom-json").fill("{not json");
   await page.locator("#custom-json-error").waitFor();
+  await shot("06-custom-json-error");
   await page.locator("#temperature").fill("0.7");
   await page.locator("#temperature").dispatchEvent("change");
   await page.reload();
@@ -203,6 +257,7 @@ test("the device can be chosen: WebGPU by name runs where \"auto\" keeps to the 
   // (The previous model's line goes while loading; wait for the new one.)
   await page.locator("#model-ready", { hasText: "ready on the webgpu" }).waitFor({ timeout: 240_000 });
   assert.equal(await page.locator("#model-device").textContent(), "Running on WebGPU in a Web Worker.");
+  await shot("07-loaded-on-webgpu");
   await page.locator("#device-choice").selectOption("auto");
 });
 
@@ -252,7 +307,12 @@ test("installable, and with the server gone a reload still runs an extraction", 
   const person = JSON.parse(await page.locator("#output-constrained").textContent());
   assert.deepEqual(Object.keys(person).sort(), ["citta", "eta", "nome"]);
   console.log(`# offline extraction: ${JSON.stringify(person)}`);
+  await shot("08-offline-extraction");
   // The cached model can be deleted from the page.
   await page.locator(".delete-cached").first().click();
   await page.locator("#cached-models").getByText("None yet").waitFor();
+});
+
+test("nothing was sent beyond the page's origin", () => {
+  assert.deepEqual(outside, []);
 });

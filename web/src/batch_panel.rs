@@ -9,6 +9,7 @@ use wasm_bindgen_futures::JsFuture;
 
 use crate::constraint::Constraint;
 use crate::extract_panel::chat_body;
+use crate::judge::{self, Judge};
 use crate::runtime::{self, Stampo};
 use crate::settings::Settings;
 
@@ -103,10 +104,18 @@ pub fn BatchPanel(
             return;
         };
         let inputs: Vec<String> = inputs_of("pasted.txt", &text.get_untracked());
-        let gbnf = constraint.gbnf();
-        let wants_json = constraint.wants_json();
         let s = settings.get_untracked();
         let custom = s.custom().ok().flatten();
+        let body_of = move |input: &str| {
+            chat_body(
+                "Extract the data in the text as JSON.",
+                input,
+                Some(&constraint),
+                &s,
+                false,
+            )
+        };
+        let judge = Judge::of_body(&judge::merged(&body_of(""), custom.as_ref()));
         rows.set(Vec::new());
         total.set(inputs.len());
         running.set(true);
@@ -117,23 +126,14 @@ pub fn BatchPanel(
                 if stop.get_untracked() {
                     break;
                 }
-                let body = chat_body(
-                    "Extract the data in the text as JSON.",
-                    &input,
-                    Some(&constraint),
-                    &s,
-                    false,
-                );
+                let body = body_of(&input);
                 match runtime::request(&engine, &body, custom.as_ref(), None, |_| {}).await {
                     Ok(response) => {
                         let output = response["choices"][0]["message"]["content"]
                             .as_str()
                             .unwrap_or_default()
                             .to_string();
-                        let valid = (!wants_json || serde_json::from_str::<Value>(&output).is_ok())
-                            && gbnf
-                                .as_ref()
-                                .is_none_or(|g| stampo_wasm::gbnf_accepts(g, &output) == Ok(true));
+                        let valid = judge.verdict(&output).is_none_or(|v| v.ok);
                         let finish = response["choices"][0]["finish_reason"]
                             .as_str()
                             .unwrap_or_default()

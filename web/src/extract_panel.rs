@@ -6,7 +6,10 @@ use leptos::prelude::*;
 use leptos::task::spawn_local;
 use serde_json::{Value, json};
 
+use std::rc::Rc;
+
 use crate::constraint::Constraint;
+use crate::judge::{self, Judge, Verdict};
 use crate::runtime::{self, Stampo};
 use crate::settings::{Settings, as_curl};
 
@@ -20,10 +23,13 @@ struct Run {
     running: bool,
     response: Option<Value>,
     error: Option<String>,
+    /// The badge, once the run is over.
+    verdict: Option<Verdict>,
 }
 
 /// A chat request for one input: the system prompt, the input, the sampling settings and,
-/// when given, the constraint.
+/// when given, the constraint, unless Custom JSON sets one of its own (then the editor's is
+/// not sent, and Custom JSON's is merged in by the package).
 pub(crate) fn chat_body(
     system: &str,
     input: &str,
@@ -40,15 +46,26 @@ pub(crate) fn chat_body(
     });
     if let Some(obj) = body.as_object_mut() {
         obj.extend(settings.body_fields());
-        if let Some(constraint) = constraint {
+        let custom_sets_it = settings
+            .custom()
+            .ok()
+            .flatten()
+            .is_some_and(|c| judge::sets_constraint(&c));
+        if let Some(constraint) = constraint.filter(|_| !custom_sets_it) {
             constraint.apply(obj);
         }
     }
     body
 }
 
-/// Streams one request into `run`.
-async fn execute(engine: Stampo, body: Value, custom: Option<Value>, run: RwSignal<Run>) {
+/// Streams one request into `run`, and judges the output by `judge`.
+async fn execute(
+    engine: Stampo,
+    body: Value,
+    custom: Option<Value>,
+    run: RwSignal<Run>,
+    judge: Rc<Judge>,
+) {
     run.set(Run {
         running: true,
         ..Run::default()
@@ -77,8 +94,9 @@ async fn execute(engine: Stampo, body: Value, custom: Option<Value>, run: RwSign
     let result = runtime::request(&engine, &body, custom.as_ref(), None, on_chunk).await;
     run.update(|r| {
         r.running = false;
-        if let Err(e) = result {
-            r.error = Some(e);
+        match result {
+            Ok(_) => r.verdict = judge.verdict(&r.text),
+            Err(e) => r.error = Some(e),
         }
     });
 }
@@ -102,43 +120,11 @@ fn stats(response: &Value) -> String {
 }
 
 #[component]
-fn Output(
-    title: &'static str,
-    id: &'static str,
-    run: RwSignal<Run>,
-    gbnf: Signal<Option<String>>,
-    wants_json: Signal<bool>,
-) -> impl IntoView {
+fn Output(title: &'static str, id: &'static str, run: RwSignal<Run>) -> impl IntoView {
     let badge = move || {
-        let r = run.get();
-        if r.running || r.text.is_empty() {
-            return None;
-        }
-        let matches = gbnf
-            .get()
-            .and_then(|g| stampo_wasm::gbnf_accepts(&g, &r.text).ok());
-        if !wants_json.get() {
-            return Some(match matches {
-                Some(true) => {
-                    view! { <span class="ok badge">"valid: in the grammar's language"</span> }
-                        .into_any()
-                }
-                _ => view! { <span class="error badge">"outside the grammar's language"</span> }
-                    .into_any(),
-            });
-        }
-        let parses = serde_json::from_str::<Value>(&r.text).is_ok();
-        Some(match (parses, matches) {
-            (true, Some(true)) => {
-                view! { <span class="ok badge">"valid: JSON, and in the schema's grammar"</span> }
-                    .into_any()
-            }
-            (true, Some(false)) => {
-                view! { <span class="error badge">"JSON, but outside the schema's grammar"</span> }
-                    .into_any()
-            }
-            (true, None) => view! { <span class="ok badge">"valid JSON"</span> }.into_any(),
-            (false, _) => view! { <span class="error badge">"not JSON"</span> }.into_any(),
+        run.get().verdict.map(|v| {
+            let class = if v.ok { "ok badge" } else { "error badge" };
+            view! { <span class=class>{v.text}</span> }
         })
     };
     let pretty = move || {
@@ -169,8 +155,6 @@ pub fn ExtractPanel(
     let (compare, set_compare) = signal(true);
     let constrained = RwSignal::new(Run::default());
     let free = RwSignal::new(Run::default());
-    let gbnf = Signal::derive(move || constraint.gbnf());
-    let wants_json = Signal::derive(move || constraint.wants_json());
     let busy = move || constrained.get().running || free.get().running;
     let start = move |_| {
         let Some(engine) = engine.get_untracked() else {
@@ -181,11 +165,25 @@ pub fn ExtractPanel(
         let (sys, inp) = (system.get_untracked(), input.get_untracked());
         let with_schema = chat_body(&sys, &inp, Some(&constraint), &s, true);
         let without = chat_body(&sys, &inp, None, &s, true);
+        // Both outputs are judged by the constraint the first request carries: the second
+        // shows whether the model keeps the shape on its own.
+        let judge = Rc::new(Judge::of_body(&judge::merged(
+            &with_schema,
+            custom.as_ref(),
+        )));
+        let free_custom = custom.as_ref().map(judge::without_constraint);
         let also_free = compare.get_untracked();
         spawn_local(async move {
-            execute(engine.clone(), with_schema, custom.clone(), constrained).await;
+            execute(
+                engine.clone(),
+                with_schema,
+                custom,
+                constrained,
+                judge.clone(),
+            )
+            .await;
             if also_free {
-                execute(engine, without, custom, free).await;
+                execute(engine, without, free_custom, free, judge).await;
             }
         });
     };
@@ -193,11 +191,8 @@ pub fn ExtractPanel(
         let s = settings.get();
         constraint.text.track();
         constraint.mode.track();
-        let mut b = chat_body(&system.get(), &input.get(), Some(&constraint), &s, false);
-        if let (Ok(Some(Value::Object(custom))), Some(obj)) = (s.custom(), b.as_object_mut()) {
-            obj.extend(custom);
-        }
-        as_curl(&b)
+        let b = chat_body(&system.get(), &input.get(), Some(&constraint), &s, false);
+        as_curl(&judge::merged(&b, s.custom().ok().flatten().as_ref()))
     };
     view! {
         <section aria-labelledby="extract-title">
@@ -218,10 +213,13 @@ pub fn ExtractPanel(
                 "Extract"
             </button>
             {move || engine.get().is_none().then(|| view! { <span>" Load a model first."</span> })}
+            {move || settings.get().custom().ok().flatten().filter(judge::sets_constraint).map(|_| view! {
+                <p id="custom-constraint">"Custom JSON sets the constraint: the editor's is not sent."</p>
+            })}
             <div class="columns">
-                <Output title="With the constraint" id="output-constrained" run=constrained gbnf=gbnf wants_json=wants_json/>
+                <Output title="With the constraint" id="output-constrained" run=constrained/>
                 {move || compare.get().then(|| view! {
-                    <Output title="Without it" id="output-free" run=free gbnf=gbnf wants_json=wants_json/>
+                    <Output title="Without it" id="output-free" run=free/>
                 })}
             </div>
             <details>

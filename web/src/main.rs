@@ -6,6 +6,7 @@ mod batch_panel;
 mod constraint;
 mod extract_panel;
 mod highlight;
+mod judge;
 mod model_panel;
 mod runtime;
 mod schema_panel;
