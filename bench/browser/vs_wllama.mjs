@@ -1,0 +1,111 @@
+// stampo's npm package beside wllama (llama.cpp compiled to wasm, @wllama/wllama from npm) in
+// the same headless Chromium, on the same GGUF files, with the same chat requests: the person
+// extraction free and under its JSON Schema (greedy, max_tokens 64, context 512). Each engine
+// reports llama.cpp-style `timings`; those are what the table shows. Both run on the CPU:
+// wllama with n_gpu_layers 0, stampo with device "cpu". stampo's worker runs one thread;
+// wllama runs once with 1 thread (like for like) and once with 2 (this machine's cores; its
+// default is every core). Not a test: numbers depend on the machine and its load.
+//
+//   scripts/build-pkg.sh && node bench/browser/vs_wllama.mjs [MODEL.gguf ...]
+//
+// Models from $STAMPO_MODELS (default ~/.cache/stampo/models); stampo's wasm from
+// $STAMPO_WASM_DIR (default ~/.cache/stampo/wasm/release); wllama from node_modules.
+import { existsSync, readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { launchChromium } from "../../tests/browser/chromium.mjs";
+import { serve } from "../../scripts/lib/static-server.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
+const cache = process.env.STAMPO_CACHE ?? join(homedir(), ".cache/stampo");
+const models = process.env.STAMPO_MODELS ?? join(cache, "models");
+const wasmDir = process.env.STAMPO_WASM_DIR ?? join(cache, "wasm/release");
+const wllamaDir = join(root, "node_modules/@wllama/wllama/esm");
+const wllamaVersion = JSON.parse(readFileSync(join(wllamaDir, "../package.json"), "utf8")).version;
+const names = process.argv.slice(2).length > 0 ? process.argv.slice(2) : [
+  "SmolLM2-135M-Instruct.Q4_1.gguf",
+  "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+  "gemma-3-270m-q4_k_m.gguf",
+];
+
+const MESSAGES = [
+  { role: "system", content: "Estrai la persona dal testo come JSON." },
+  { role: "user", content: "Mi chiamo Giulia Rossi, ho 34 anni e vivo a Torino." },
+];
+const SCHEMA = {
+  type: "object",
+  properties: { nome: { type: "string" }, eta: { type: "integer" }, citta: { type: "string" } },
+  required: ["nome", "eta", "citta"],
+  additionalProperties: false,
+};
+const FREE = { messages: MESSAGES, temperature: 0, max_tokens: 64 };
+const CONSTRAINED = { ...FREE, response_format: { type: "json_schema", json_schema: { name: "persona", schema: SCHEMA } } };
+
+const server = await serve({
+  "/pkg/wasm/": wasmDir,
+  "/pkg/": join(root, "pkg/src"),
+  "/wllama/": wllamaDir,
+  "/models/": models,
+  "/": join(root, "tests/browser/pages"),
+});
+const browser = await launchChromium();
+const row = (cells) => console.log(`| ${cells.join(" | ")} |`);
+const fmt = (x) => (typeof x === "number" ? x.toFixed(1) : "—");
+try {
+  const page = await browser.context.newPage();
+  await page.goto(`${server.origin}/blank.html`);
+  const isolated = await page.evaluate(() => self.crossOriginIsolated);
+  console.log(`wllama ${wllamaVersion}; page cross-origin isolated: ${isolated}`);
+  row(["model", "engine", "load s", "free: prefill tok/s", "free: decode tok/s", "schema: decode tok/s", "schema: output"]);
+  row(["---", "---", "---", "---", "---", "---", "---"]);
+  for (const name of names) {
+    if (!existsSync(join(models, name))) {
+      console.log(`SKIPPED: ${name} not in ${models}`);
+      continue;
+    }
+    const url = `/models/${name}`;
+    // One page per engine and model: nothing of one run's memory carries into the next.
+    const runs = [
+      ["stampo (1 thread)", async ({ url, free, constrained }) => {
+        const { Stampo } = await import("/pkg/index.js");
+        const t0 = performance.now();
+        const engine = await Stampo.load({ model: url, contextSize: 512, device: "cpu" });
+        const load = (performance.now() - t0) / 1000;
+        const a = await engine.chat.completions.create(free);
+        const b = await engine.chat.completions.create(constrained);
+        await engine.unload();
+        await Stampo.cache.delete(url).catch(() => {});
+        return { load, a, b };
+      }, {}],
+      ...[1, 2].map((threads) => [`wllama (${threads} thread${threads > 1 ? "s" : ""})`, async ({ url, free, constrained, threads }) => {
+        const { Wllama } = await import("/wllama/index.js");
+        const wllama = new Wllama({ default: "/wllama/wasm/wllama.wasm" }, { suppressNativeLog: true });
+        const t0 = performance.now();
+        await wllama.loadModelFromUrl(new URL(url, location.href).href, { n_ctx: 512, n_threads: threads, n_gpu_layers: 0 });
+        const load = (performance.now() - t0) / 1000;
+        const a = await wllama.createChatCompletion(free);
+        const b = await wllama.createChatCompletion(constrained);
+        await wllama.exit();
+        return { load, a, b };
+      }, { threads }]),
+    ];
+    for (const [label, fn, extra] of runs) {
+      const p = await browser.context.newPage();
+      try {
+        await p.goto(`${server.origin}/blank.html`);
+        const r = await p.evaluate(fn, { url, free: FREE, constrained: CONSTRAINED, ...extra });
+        const text = String(r.b.choices?.[0]?.message?.content ?? "").replace(/\s+/g, " ");
+        row([name, label, fmt(r.load), fmt(r.a.timings?.prompt_per_second), fmt(r.a.timings?.predicted_per_second),
+          fmt(r.b.timings?.predicted_per_second), `\`${text}\``]);
+      } catch (e) {
+        row([name, label, "failed", String(e.message ?? e).split("\n")[0], "", "", ""]);
+      } finally {
+        await p.close();
+      }
+    }
+  }
+} finally {
+  await browser.close();
+  await server.close();
+}
