@@ -4,7 +4,7 @@
 // test-results/demo/ for a person to look at.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync, mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, rmSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -36,6 +36,7 @@ before(async () => {
                               ["the default model (run scripts/fetch-models.sh)", join(models, "SmolLM2-135M-Instruct.Q4_1.gguf")]]) {
     if (!existsSync(path)) throw new Error(`${what} not found at ${path}`);
   }
+  rmSync(shots, { recursive: true, force: true }); // this run's screenshots only
   server = await serve({ "/models/": models, "/": dist });
   origin = server.origin;
   browser = await launchChromium();
@@ -164,8 +165,12 @@ test("examples, GBNF mode with errors at line and column, extraction under a gra
   console.log(`# grammar answer: ${answer}; error shown: ${error}`);
 });
 
-test("Custom JSON with a json_schema overrides the editor's schema", { timeout: 300_000 }, async () => {
+test("an invalid schema shows its error at its line; Custom JSON with a json_schema overrides the editor's schema", { timeout: 300_000 }, async () => {
   await page.locator("#mode-schema").check();
+  // An invalid schema shows its error at its line and column.
+  await page.locator("#schema-editor").fill('{\n  "type": "object",\n  "properties": {\n    "a": {"type": "string",}\n  }\n}');
+  assert.match(await page.locator("#schema-error").textContent(), /line 4, column 28/);
+  await shot("05-invalid-schema-error-at-its-line");
   await page.locator("#example").selectOption({ label: "Person (nome, eta, citta)" });
   await page.locator("#input-text").fill("Mi chiamo Giulia Rossi, ho 34 anni e vivo a Torino.");
   const city = { type: "object", properties: { city: { type: "string" }, country: { type: "string" } },
@@ -185,7 +190,7 @@ test("Custom JSON with a json_schema overrides the editor's schema", { timeout: 
   const doc = JSON.parse(await page.locator("#output-constrained").textContent());
   assert.deepEqual(Object.keys(doc).sort(), ["city", "country"]);
   assert.match(await page.locator("#output-constrained").locator("..").textContent(), /valid: the schema holds/);
-  await shot("05-custom-json-overrides-the-schema");
+  await shot("06-custom-json-overrides-the-schema");
   console.log(`# Custom JSON's schema: ${JSON.stringify(doc)}`);
   await page.locator("#custom-json").fill("");
   await page.locator("#custom-json").dispatchEvent("change");
@@ -195,7 +200,7 @@ test("Custom JSON with a json_schema overrides the editor's schema", { timeout: 
 test("invalid Custom JSON is shown as an error and settings persist across a reload", { timeout: 60_000 }, async () => {
   await page.locator("#custom-json").fill("{not json");
   await page.locator("#custom-json-error").waitFor();
-  await shot("06-custom-json-error");
+  await shot("07-custom-json-error");
   await page.locator("#temperature").fill("0.7");
   await page.locator("#temperature").dispatchEvent("change");
   await page.reload();
@@ -257,7 +262,7 @@ test("the device can be chosen: WebGPU by name runs where \"auto\" keeps to the 
   // (The previous model's line goes while loading; wait for the new one.)
   await page.locator("#model-ready", { hasText: "ready on the webgpu" }).waitFor({ timeout: 240_000 });
   assert.equal(await page.locator("#model-device").textContent(), "Running on WebGPU in a Web Worker.");
-  await shot("07-loaded-on-webgpu");
+  await shot("08-loaded-on-webgpu");
   await page.locator("#device-choice").selectOption("auto");
 });
 
@@ -307,7 +312,7 @@ test("installable, and with the server gone a reload still runs an extraction", 
   const person = JSON.parse(await page.locator("#output-constrained").textContent());
   assert.deepEqual(Object.keys(person).sort(), ["citta", "eta", "nome"]);
   console.log(`# offline extraction: ${JSON.stringify(person)}`);
-  await shot("08-offline-extraction");
+  await shot("09-offline-extraction");
   // The cached model can be deleted from the page.
   await page.locator(".delete-cached").first().click();
   await page.locator("#cached-models").getByText("None yet").waitFor();
