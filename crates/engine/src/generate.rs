@@ -563,6 +563,20 @@ fn grammar_step<'c>(
     Ok((clock.now_ms() - t0) * 1e3)
 }
 
+/// The indices of the bits set in `mask` (bit i is `mask[i / 32] >> (i % 32) & 1`).
+pub(crate) fn mask_bits(mask: &[u32]) -> impl Iterator<Item = usize> + '_ {
+    mask.iter().enumerate().flat_map(|(w, &word)| {
+        let mut bits = word;
+        std::iter::from_fn(move || {
+            (bits != 0).then(|| {
+                let i = w * 32 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                i
+            })
+        })
+    })
+}
+
 fn set_bit(mask: &mut [u32], i: usize, on: bool) {
     if let Some(w) = mask.get_mut(i / 32) {
         if on {
@@ -615,16 +629,11 @@ fn steer_to_ending(
     }
     let mut steered = vec![0u32; mask.len()];
     let mut any = false;
-    for (w, &word) in mask.iter().enumerate() {
-        let mut bits = word;
-        while bits != 0 {
-            let i = w * 32 + bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            let piece = vocab.token_bytes(i as u32);
-            if !piece.is_empty() && ending.starts_with(piece) {
-                set_bit(&mut steered, i, true);
-                any = true;
-            }
+    for i in mask_bits(mask) {
+        let piece = vocab.token_bytes(i as u32);
+        if !piece.is_empty() && ending.starts_with(piece) {
+            set_bit(&mut steered, i, true);
+            any = true;
         }
     }
     // If no allowed token spells a prefix of the ending, keep the grammar's own mask.
@@ -648,18 +657,10 @@ fn keep_closable(
     }
     let mut kept = mask.to_vec();
     let mut any = false;
-    for (w, &word) in mask.iter().enumerate() {
-        let mut bits = word;
-        while bits != 0 {
-            let i = w * 32 + bits.trailing_zeros() as usize;
-            bits &= bits - 1;
-            if eog.contains(&(i as u32)) {
-                continue;
-            }
-            match c.closing_cost_after(vocab.token_bytes(i as u32)) {
-                Some(cost) if cost <= budget => any = true,
-                _ => set_bit(&mut kept, i, false),
-            }
+    for i in mask_bits(mask).filter(|&i| !eog.contains(&(i as u32))) {
+        match c.closing_cost_after(vocab.token_bytes(i as u32)) {
+            Some(cost) if cost <= budget => any = true,
+            _ => set_bit(&mut kept, i, false),
         }
     }
     if any {

@@ -102,18 +102,13 @@ impl Sampler {
                     p: 0.0,
                 })),
             Some(mask) => {
-                for (w, &word) in mask.iter().enumerate() {
-                    let mut bits = word;
-                    while bits != 0 {
-                        let i = w * 32 + bits.trailing_zeros() as usize;
-                        bits &= bits - 1;
-                        if let Some(&logit) = logits.get(i) {
-                            c.data.push(Candidate {
-                                id: i as u32,
-                                logit,
-                                p: 0.0,
-                            });
-                        }
+                for i in crate::generate::mask_bits(mask) {
+                    if let Some(&logit) = logits.get(i) {
+                        c.data.push(Candidate {
+                            id: i as u32,
+                            logit,
+                            p: 0.0,
+                        });
                     }
                 }
             }
