@@ -60,19 +60,24 @@ impl Matcher {
         Ok(())
     }
 
+    /// The state after `bytes` from the current one, without moving; `None` if rejected.
+    fn state_after(&mut self, bytes: &[u8]) -> Option<u32> {
+        let mut s = self.state;
+        for &b in bytes {
+            s = self.engine.step(s, b);
+            if s == DEAD {
+                return None;
+            }
+        }
+        Some(s)
+    }
+
     /// Whether the bytes could be consumed now, without consuming them.
     pub fn can_consume(&mut self, bytes: &[u8]) -> bool {
         if self.error.is_some() || self.ended {
             return false;
         }
-        let mut s = self.state;
-        for &b in bytes {
-            s = self.engine.step(s, b);
-            if s == DEAD {
-                return false;
-            }
-        }
-        true
+        self.state_after(bytes).is_some()
     }
 
     pub(crate) fn push_step(&mut self, next: u32, len: usize) {
@@ -206,13 +211,7 @@ impl Matcher {
         if self.error.is_some() {
             return None;
         }
-        let mut s = self.state;
-        for &b in bytes {
-            s = self.engine.step(s, b);
-            if s == DEAD {
-                return None;
-            }
-        }
+        let s = self.state_after(bytes)?;
         self.engine.close_cost(s)
     }
 
