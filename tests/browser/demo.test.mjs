@@ -17,6 +17,15 @@ const models = process.env.STAMPO_MODELS ?? join(cache, "models");
 const dist = join(root, "web/dist");
 const shots = join(root, "test-results/demo");
 
+/** The constrained output, once its run is over (within `timeout` ms). */
+async function constrainedOutput(timeout) {
+  await page.waitForFunction(() => {
+    const pre = document.querySelector("#output-constrained");
+    return pre && pre.getAttribute("aria-busy") === "false" && pre.textContent.length > 0;
+  }, null, { timeout });
+  return page.locator("#output-constrained").textContent();
+}
+
 /** Saves the whole page as test-results/demo/NAME.png. */
 async function shot(name) {
   mkdirSync(shots, { recursive: true });
@@ -154,11 +163,7 @@ test("examples, GBNF mode with errors at line and column, extraction under a gra
   await page.locator("#input-text").fill("Is Rome in Italy? Answer yes or no.");
   await page.getByLabel("also run the same request without the constraint").uncheck();
   await page.locator("#extract").click();
-  await page.waitForFunction(() => {
-    const pre = document.querySelector("#output-constrained");
-    return pre && pre.getAttribute("aria-busy") === "false" && pre.textContent.length > 0;
-  }, null, { timeout: 120_000 });
-  const answer = await page.locator("#output-constrained").textContent();
+  const answer = await constrainedOutput(120_000);
   assert.ok(["yes", "no"].includes(answer), answer);
   assert.match(await page.locator("#output-constrained").locator("..").textContent(), /valid: in the grammar's language/);
   await shot("04-answer-under-a-grammar");
@@ -183,11 +188,7 @@ test("an invalid schema shows its error at its line; Custom JSON with a json_sch
   assert.match(curl, /"json_schema"/);
   assert.doesNotMatch(curl, /"response_format"/);
   await page.locator("#extract").click();
-  await page.waitForFunction(() => {
-    const pre = document.querySelector("#output-constrained");
-    return pre && pre.getAttribute("aria-busy") === "false" && pre.textContent.length > 0;
-  }, null, { timeout: 240_000 });
-  const doc = JSON.parse(await page.locator("#output-constrained").textContent());
+  const doc = JSON.parse(await constrainedOutput(240_000));
   assert.deepEqual(Object.keys(doc).sort(), ["city", "country"]);
   assert.match(await page.locator("#output-constrained").locator("..").textContent(), /valid: the schema holds/);
   await shot("06-custom-json-overrides-the-schema");
@@ -305,11 +306,7 @@ test("installable, and with the server gone a reload still runs an extraction", 
   await page.locator("#temperature").dispatchEvent("change");
   await page.getByLabel("also run the same request without the constraint").uncheck();
   await page.locator("#extract").click();
-  await page.waitForFunction(() => {
-    const pre = document.querySelector("#output-constrained");
-    return pre && pre.getAttribute("aria-busy") === "false" && pre.textContent.length > 0;
-  }, null, { timeout: 240_000 });
-  const person = JSON.parse(await page.locator("#output-constrained").textContent());
+  const person = JSON.parse(await constrainedOutput(240_000));
   assert.deepEqual(Object.keys(person).sort(), ["citta", "eta", "nome"]);
   console.log(`# offline extraction: ${JSON.stringify(person)}`);
   await shot("09-offline-extraction");
