@@ -4,18 +4,21 @@
 // call into the engine while one is pending would be refused. An abort arrives through a
 // SharedArrayBuffer flag read after every token.
 //
+// A model arrives as "loadBegin", one "loadChunk" per piece of the file, then "loadEnd": each
+// tensor goes onto the device as soon as its bytes are in, so the file is never held whole.
+//
 // Two runtimes: `stampo_wasm` (the CPU path and the grammar engine, always loaded) and
 // `stampo_webgpu` (the same engine with the WebGPU device, three times larger), fetched only
 // when a model is loaded on WebGPU.
-import init, { loadEngine as loadOnCpu, compileSchema } from "./wasm/stampo_wasm.js";
+import init, { beginLoad as beginOnCpu, compileSchema } from "./wasm/stampo_wasm.js";
 
 let webgpuRuntime = null;
-/** The WebGPU runtime's `loadEngine`, fetched and started on first use. */
+/** The WebGPU runtime's `beginLoad`, fetched and started on first use. */
 function webgpuLoader() {
   if (!webgpuRuntime) {
     webgpuRuntime = import("./wasm/stampo_webgpu.js").then(async (runtime) => {
-      await runtime.default({ module_or_path: new URL("./wasm/stampo_webgpu_bg.wasm", import.meta.url) });
-      return runtime.loadEngine;
+      const exports = await runtime.default({ module_or_path: new URL("./wasm/stampo_webgpu_bg.wasm", import.meta.url) });
+      return { begin: runtime.beginLoad, memory: exports.memory };
     });
     // A failed fetch is not remembered: the next load tries again.
     webgpuRuntime.catch(() => {
@@ -51,6 +54,14 @@ async function chooseDevice(requested) {
 export function createHost(post) {
   const ready = init({ module_or_path: new URL("./wasm/stampo_wasm_bg.wasm", import.meta.url) });
   let engine = null;
+  // The model being loaded: the wasm loader, why "auto" passed WebGPU over, when it began.
+  let loading = null;
+  // The message being handled: progress during a load is reported under its id.
+  let current = null;
+  const dropLoad = () => {
+    loading?.loader.free();
+    loading = null;
+  };
   const loaded = () => {
     if (!engine) throw fail("not_loaded", "no model is loaded: call Stampo.load first");
     return engine;
@@ -59,20 +70,48 @@ export function createHost(post) {
   async function handle(msg) {
     await ready;
     switch (msg.type) {
-      case "load": {
+      case "loadBegin": {
         engine?.free();
         engine = null;
+        dropLoad();
         const started = performance.now();
         const { device, fallback } = await chooseDevice(msg.device ?? "auto");
-        const load = device === "cpu" ? loadOnCpu : await webgpuLoader();
-        // The weights' way onto the device, as "chunk" messages: index.js reports them as the
-        // "upload" phase.
-        const onUpload = (loaded, total) => post({ id: msg.id, type: "chunk", chunk: JSON.stringify({ loaded, total }) });
-        engine = await load(new Uint8Array(msg.buffer), msg.contextSize, device, onUpload);
+        const { begin, memory } = device === "cpu" ? { begin: beginOnCpu, memory: (await ready).memory } : await webgpuLoader();
+        // Called once with 0 when the header is parsed, then as each tensor goes onto the
+        // device: index.js reports them as the "parse" and "upload" phases.
+        let parsed = false;
+        const onUpload = (loaded, total) => {
+          const phase = parsed ? "upload" : "parse";
+          parsed = true;
+          post({ id: current, type: "chunk", chunk: JSON.stringify({ phase, loaded, total }) });
+        };
+        loading = { loader: await begin(msg.contextSize, device, onUpload, msg.sha256 ?? null), fallback, started, memory };
+        return {};
+      }
+      case "loadChunk": {
+        if (!loading) throw fail("not_loading", "a piece of a model arrived with no load begun");
+        try {
+          loading.loader.push(msg.chunk);
+        } catch (err) {
+          dropLoad();
+          throw err;
+        }
+        return {};
+      }
+      case "loadEnd": {
+        if (!loading) throw fail("not_loading", "no load was begun");
+        const { loader, fallback, started, memory } = loading;
+        loading = null;
+        engine = loader.finish(); // consumes the loader, whether it succeeds or not
         const info = JSON.parse(engine.info());
         info.webgpu_fallback ??= fallback;
+        // The module's memory never shrinks: its size now is the most the load ever took.
+        info.wasm_memory_bytes = memory?.buffer.byteLength ?? null;
         return { info, loadMs: performance.now() - started };
       }
+      case "loadAbort":
+        dropLoad();
+        return {};
       case "run": {
         const abort = msg.abort ? new Int32Array(msg.abort) : undefined;
         const onChunk = (chunk) => {
@@ -104,6 +143,7 @@ export function createHost(post) {
   }
 
   async function reply(msg) {
+    current = msg.id;
     try {
       post({ id: msg.id, type: "done", ...(await handle(msg)) });
     } catch (err) {

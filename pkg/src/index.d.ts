@@ -17,9 +17,9 @@ export interface LoadOptions {
   contextSize?: number;
   onProgress?: (progress: LoadProgress) => void;
   signal?: AbortSignal;
-  /** Keep URL downloads in Cache Storage (default true). */
+  /** Keep URL downloads in the model cache, OPFS or Cache Storage (default true). */
   cache?: boolean;
-  /** Expected SHA-256 (hex) of the file: checked after download and on cache reads. */
+  /** Expected SHA-256 (hex) of the file: checked as it streams in, from the network or the cache (`checksum_mismatch`). */
   sha256?: string;
   /** Run the engine in a dedicated Web Worker (default true); false runs it on this thread. */
   worker?: boolean;
@@ -34,6 +34,11 @@ export interface ModelInfo {
   device: "webgpu" | "cpu";
   /** Why "auto" did not use WebGPU (no adapter, say); null otherwise. */
   webgpu_fallback: string | null;
+  /**
+   * The engine's wasm memory once loaded, in bytes: it never shrinks, so this is the most
+   * the load took (weights, on the CPU path; KV cache; scratch).
+   */
+  wasm_memory_bytes: number | null;
   loadMs: number;
   /** Time of the warm-up pass (one token, forgotten): on WebGPU, mostly compiling kernels. */
   warmUpMs: number;

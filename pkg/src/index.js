@@ -65,36 +65,36 @@ async function sha256Hex(buffer) {
   return Array.from(new Uint8Array(digest), (b) => b.toString(16).padStart(2, "0")).join("");
 }
 
-/** Reads a response body into one buffer, reporting progress; one copy when the size is known. */
-async function readBody(response, total, onProgress, phase, signal) {
-  const reader = response.body.getReader();
-  let buffer = total ? new Uint8Array(total) : null;
-  const parts = [];
-  let loaded = 0;
-  for (;;) {
-    if (signal?.aborted) {
-      await reader.cancel();
-      throw abortError();
+/** A model crosses to the engine in pieces of at most this many bytes (from memory)... */
+const PIECE_BYTES = 8 << 20;
+/** ...and at most this many bytes are on their way at once, so a slow upload bounds memory. */
+const IN_FLIGHT_BYTES = 32 << 20;
+
+/** A stream's chunks as an async iterable; the stream is cancelled if the reader stops early. */
+async function* chunksOf(stream, signal) {
+  const reader = stream.getReader();
+  let finished = false;
+  try {
+    for (;;) {
+      if (signal?.aborted) throw abortError();
+      const { done, value } = await reader.read();
+      if (done) {
+        finished = true;
+        return;
+      }
+      yield value;
     }
-    const { done, value } = await reader.read();
-    if (done) break;
-    if (buffer && loaded + value.length <= buffer.length) buffer.set(value, loaded);
-    else {
-      if (buffer) parts.push(buffer.subarray(0, loaded));
-      buffer = null;
-      parts.push(value);
-    }
-    loaded += value.length;
-    onProgress?.({ phase, loaded, total: total ?? null });
+  } finally {
+    if (!finished) await reader.cancel().catch(() => {});
   }
-  if (buffer) return buffer.length === loaded ? buffer.buffer : buffer.slice(0, loaded).buffer;
-  const out = new Uint8Array(loaded);
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
+}
+
+/** `length` bytes of `buffer` from `offset`, as copies of at most PIECE_BYTES (the caller's
+ * buffer is left as it is). */
+function* piecesOf(buffer, offset, length) {
+  for (let at = 0; at < length; at += PIECE_BYTES) {
+    yield new Uint8Array(buffer.slice(offset + at, offset + Math.min(at + PIECE_BYTES, length)));
   }
-  return out.buffer;
 }
 
 /**
@@ -146,21 +146,34 @@ function opfsStore(dir) {
       }
       return { body: new Response(file.stream()), bytes: meta.bytes, sha256: meta.sha256 };
     },
-    async put(url, buffer, sha256) {
+    /** A model written as it arrives; only `commit` makes it a cached model. */
+    async writer(url) {
       const name = await urlKey(url);
       await remove(name);
-      try {
-        // A writable file is written to a swap file and replaces the file only on close().
-        const model = await (await dir.getFileHandle(`${name}.gguf`, { create: true })).createWritable();
-        await model.write(buffer);
-        await model.close();
-        const meta = await (await dir.getFileHandle(`${name}.json`, { create: true })).createWritable();
-        await meta.write(JSON.stringify({ url, bytes: buffer.byteLength, sha256: sha256 ?? null }));
-        await meta.close();
-      } catch (err) {
-        await remove(name);
-        throw err;
-      }
+      // A writable file is written to a swap file and replaces the file only on close().
+      const model = await (await dir.getFileHandle(`${name}.gguf`, { create: true })).createWritable();
+      let bytes = 0;
+      return {
+        async write(chunk) {
+          await model.write(chunk);
+          bytes += chunk.byteLength;
+        },
+        async commit(sha256) {
+          try {
+            await model.close();
+            const meta = await (await dir.getFileHandle(`${name}.json`, { create: true })).createWritable();
+            await meta.write(JSON.stringify({ url, bytes, sha256: sha256 ?? null }));
+            await meta.close();
+          } catch (err) {
+            await remove(name);
+            throw err;
+          }
+        },
+        async abandon() {
+          await model.abort().catch(() => {});
+          await remove(name);
+        },
+      };
     },
     async delete(url) {
       const name = await urlKey(url);
@@ -188,9 +201,26 @@ function cacheStorageStore(cache) {
       if (!hit) return null;
       return { body: hit, bytes: Number(hit.headers.get("content-length")) || null, sha256: hit.headers.get("x-stampo-sha256") || null };
     },
-    async put(url, buffer, sha256) {
-      // Cache.put stores the whole response or nothing: a quota error leaves no partial copy.
-      await cache.put(url, new Response(buffer.slice(0), { headers: { "content-length": String(buffer.byteLength), "x-stampo-sha256": sha256 ?? "" } }));
+    /** A model written as it arrives: Cache.put stores the whole response or nothing. */
+    async writer(url, { total, sha256 }) {
+      let controller;
+      const body = new ReadableStream({ start: (c) => (controller = c) });
+      const headers = { "x-stampo-sha256": sha256 ?? "" };
+      if (total) headers["content-length"] = String(total);
+      const put = cache.put(url, new Response(body, { headers }));
+      put.catch(() => {});
+      return {
+        // A copy: the caller hands the chunk itself on to the engine.
+        write: async (chunk) => controller.enqueue(chunk.slice()),
+        async commit() {
+          controller.close();
+          await put;
+        },
+        async abandon() {
+          controller.error(new Error("the model was not cached"));
+          await put.catch(() => {});
+        },
+      };
     },
     delete: (url) => cache.delete(url),
     async list() {
@@ -204,45 +234,132 @@ function cacheStorageStore(cache) {
   };
 }
 
-/** The model's bytes from a URL (through the cache), a File/Blob, an ArrayBuffer or a stream. */
-async function modelBytes(model, { onProgress, signal, cache, sha256 }) {
-  if (model instanceof ArrayBuffer) return { buffer: model, source: "memory" };
-  if (ArrayBuffer.isView(model)) return { buffer: model.buffer.slice(model.byteOffset, model.byteOffset + model.byteLength), source: "memory" };
+/**
+ * Where a model's bytes come from: `chunks` (an async iterable of Uint8Array), `total` (bytes,
+ * when known), the progress `phase` they are reported under, `source`, and for a URL its
+ * `store` (the model cache), whether it was a cache `hit`, and the `url`.
+ */
+async function openModel(model, { signal, cache }) {
+  if (model instanceof ArrayBuffer) {
+    return { chunks: piecesOf(model, 0, model.byteLength), total: model.byteLength, phase: "read", source: "memory" };
+  }
+  if (ArrayBuffer.isView(model)) {
+    return { chunks: piecesOf(model.buffer, model.byteOffset, model.byteLength), total: model.byteLength, phase: "read", source: "memory" };
+  }
   if (typeof Blob !== "undefined" && model instanceof Blob) {
-    onProgress?.({ phase: "read", loaded: 0, total: model.size });
-    const buffer = await model.arrayBuffer();
-    onProgress?.({ phase: "read", loaded: model.size, total: model.size });
-    return { buffer, source: "file" };
+    return { chunks: chunksOf(model.stream(), signal), total: model.size, phase: "read", source: "file" };
   }
   if (typeof ReadableStream !== "undefined" && model instanceof ReadableStream) {
-    return { buffer: await readBody(new Response(model), null, onProgress, "download", signal), source: "stream" };
+    return { chunks: chunksOf(model, signal), total: null, phase: "download", source: "stream" };
   }
   const url = new URL(String(model), globalThis.location?.href).href;
   const store = cache ? await openStore() : null;
   const hit = await store?.match(url);
   if (hit) {
-    const buffer = await readBody(hit.body, hit.bytes, onProgress, "cache", signal);
-    if (!sha256 || (await sha256Hex(buffer)) === sha256) return { buffer, source: "cache", store: store.kind };
-    await store.delete(url); // a corrupt copy is dropped and fetched again
+    return { chunks: chunksOf(hit.body.body, signal), total: hit.bytes, phase: "cache", source: "cache", store, hit: true, url };
   }
-  const response = await fetch(url, { signal });
+  return fromNetwork(url, store, signal);
+}
+
+/** A URL's bytes from the server; a failed request or a body cut short is `download_failed`. */
+async function fromNetwork(url, store, signal) {
+  const failed = (err) => {
+    if (err?.name === "AbortError" || err instanceof StampoError) return err;
+    return new StampoError(`${url}: ${err?.message ?? err}`, "download_failed");
+  };
+  const response = await fetch(url, { signal }).catch((err) => {
+    throw failed(err);
+  });
   if (!response.ok) throw new StampoError(`${url}: HTTP ${response.status}`, "download_failed");
   const total = Number(response.headers.get("content-length")) || null;
-  const buffer = await readBody(response, total, onProgress, "download", signal);
-  if (sha256) {
-    const got = await sha256Hex(buffer);
-    if (got !== sha256) throw new StampoError(`${url}: sha256 ${got}, expected ${sha256}`, "checksum_mismatch");
-  }
-  let cacheError = null;
-  if (store) {
+  // A compressed body's length is not the file's.
+  const exact = total !== null && !response.headers.get("content-encoding");
+  async function* chunks() {
+    let loaded = 0;
     try {
-      navigator.storage?.persist?.().catch(() => {});
-      await store.put(url, buffer, sha256);
+      for await (const chunk of chunksOf(response.body, signal)) {
+        loaded += chunk.byteLength;
+        yield chunk;
+      }
     } catch (err) {
-      cacheError = `${err.name}: ${err.message}`;
+      throw failed(err);
+    }
+    if (exact && loaded !== total) {
+      throw new StampoError(`${url}: the download stopped after ${loaded} of ${total} bytes`, "download_failed");
     }
   }
-  return { buffer, source: "network", cacheError, store: store?.kind ?? null };
+  return { chunks: chunks(), total, phase: "download", source: "network", store, hit: false, url };
+}
+
+/**
+ * Streams an opened model into the engine: each piece goes to the engine (transferred, not
+ * copied, to a worker) and, for a URL, into the model cache, so the file is never held whole.
+ * The cache entry is committed only once the engine has loaded the model.
+ */
+async function streamModel(channel, opened, { contextSize, device, sha256, onProgress, signal, worker }) {
+  const onChunk = (p) => onProgress?.(p); // the engine's "parse" and "upload" reports
+  await channel.call({ type: "loadBegin", contextSize, device, sha256: sha256 ?? null });
+  let cacheError = null;
+  let sink = null;
+  if (opened.store && !opened.hit) {
+    sink = await opened.store.writer(opened.url, { total: opened.total, sha256 }).catch((err) => {
+      cacheError = `${err.name}: ${err.message}`;
+      return null;
+    });
+  }
+  const inFlight = [];
+  let inFlightBytes = 0;
+  let loaded = 0;
+  let failure = null;
+  try {
+    for await (let chunk of opened.chunks) {
+      if (failure) throw failure;
+      if (signal?.aborted) throw abortError();
+      // Only a chunk that owns its whole buffer can be transferred.
+      if (chunk.byteOffset !== 0 || chunk.byteLength !== chunk.buffer.byteLength) chunk = chunk.slice();
+      if (sink) {
+        try {
+          await sink.write(chunk);
+        } catch (err) {
+          // A quota error: the model still loads, uncached, and the cache keeps nothing of it.
+          cacheError = `${err.name}: ${err.message}`;
+          await sink.abandon();
+          sink = null;
+        }
+      }
+      const size = chunk.byteLength;
+      loaded += size;
+      const sent = channel.call({ type: "loadChunk", chunk }, { transfer: worker ? [chunk.buffer] : [], onChunk });
+      sent.catch((err) => {
+        failure ??= err;
+      });
+      inFlight.push([sent, size]);
+      inFlightBytes += size;
+      onProgress?.({ phase: opened.phase, loaded, total: opened.total });
+      while (inFlightBytes > IN_FLIGHT_BYTES) {
+        const [oldest, bytes] = inFlight.shift();
+        inFlightBytes -= bytes;
+        await oldest;
+      }
+    }
+    for (const [p] of inFlight) await p;
+    if (signal?.aborted) throw abortError();
+    const msg = await channel.call({ type: "loadEnd" });
+    if (sink) {
+      try {
+        navigator.storage?.persist?.().catch(() => {});
+        await sink.commit(sha256);
+      } catch (err) {
+        cacheError = `${err.name}: ${err.message}`;
+      }
+    }
+    return { msg, bytes: loaded, cacheError };
+  } catch (err) {
+    await sink?.abandon();
+    // Frees what the engine had taken of the file (a worker is stopped by the caller).
+    channel.call({ type: "loadAbort" }).catch(() => {});
+    throw err;
+  }
 }
 
 function requestStream(channel, body, opts) {
@@ -300,20 +417,35 @@ export class Stampo {
    */
   static async load({ model, device = "auto", contextSize = 4096, onProgress, signal, cache = true, sha256, worker = true } = {}) {
     if (!["auto", "cpu", "webgpu"].includes(device)) throw new StampoError(`device must be "auto", "cpu" or "webgpu", got ${JSON.stringify(device)}`, "invalid_argument");
-    const { buffer, source, cacheError, store } = await modelBytes(model, { onProgress, signal, cache, sha256 });
+    if (signal?.aborted) throw abortError();
     const channel = new Channel(worker);
-    onProgress?.({ phase: "parse", loaded: buffer.byteLength, total: buffer.byteLength });
-    const size = buffer.byteLength;
-    const msg = await channel.call({ type: "load", buffer, contextSize, device }, {
-      transfer: worker ? [buffer] : [],
-      onChunk: ({ loaded, total }) => onProgress?.({ phase: "upload", loaded, total }),
-    });
-    // One token through the model, forgotten: on WebGPU this compiles the kernels, which
-    // the first request would otherwise wait for.
-    onProgress?.({ phase: "warm-up", loaded: size, total: size });
-    const { warmUpMs } = await channel.call({ type: "warmUp" });
-    onProgress?.({ phase: "ready", loaded: size, total: size });
-    return new Stampo(channel, { ...msg.info, loadMs: msg.loadMs, warmUpMs, source, cacheStore: store ?? null, bytes: size, cacheError });
+    try {
+      const options = { contextSize, device, sha256, onProgress, signal, worker };
+      let opened = await openModel(model, { signal, cache });
+      let loaded;
+      try {
+        loaded = await streamModel(channel, opened, options);
+      } catch (err) {
+        // A cached copy that fails its checksum or is no longer a readable GGUF is dropped,
+        // and the model fetched again.
+        if (!opened.hit || !["checksum_mismatch", "gguf_invalid"].includes(err.code)) throw err;
+        await opened.store.delete(opened.url);
+        opened = await fromNetwork(opened.url, opened.store, signal);
+        loaded = await streamModel(channel, opened, options);
+      }
+      const { msg, bytes, cacheError } = loaded;
+      // One token through the model, forgotten: on WebGPU this compiles the kernels, which
+      // the first request would otherwise wait for.
+      onProgress?.({ phase: "warm-up", loaded: bytes, total: bytes });
+      const { warmUpMs } = await channel.call({ type: "warmUp" });
+      onProgress?.({ phase: "ready", loaded: bytes, total: bytes });
+      const store = opened.store?.kind ?? null;
+      return new Stampo(channel, { ...msg.info, loadMs: msg.loadMs, warmUpMs, source: opened.source, cacheStore: store, bytes, cacheError });
+    } catch (err) {
+      // A failed load leaves nothing running: the worker (and all it held) is stopped.
+      channel.worker?.terminate();
+      throw err;
+    }
   }
 
   constructor(channel, info) {

@@ -129,6 +129,11 @@ test("the default model loads into the worker with progress, on the CPU", { time
   assert.ok(info.warmUpMs >= 0);
   assert.equal(info.last.loaded, info.bytes);
   assert.ok(info.isolated, "the page is cross-origin isolated (COOP/COEP), so aborts are cooperative");
+  // The file streamed in: the module holds the weights once (a whole copy of the file beside
+  // them would take it past two files' size), plus the KV cache and scratch.
+  const kvBytes = 30 * 2 * 1024 * 192 * 4; // layers × (K, V) × positions × kv width × f32
+  console.log(`# wasm memory after load: ${(info.wasm_memory_bytes / 2 ** 20).toFixed(1)} MiB for a ${(info.bytes / 2 ** 20).toFixed(1)} MiB file (KV cache ${(kvBytes / 2 ** 20).toFixed(1)} MiB)`);
+  assert.ok(info.wasm_memory_bytes < info.bytes + kvBytes + 48 * 2 ** 20, `${info.wasm_memory_bytes} bytes of wasm memory`);
 });
 
 test("person extraction through chat.completions.create, whole and streamed, agree", { timeout: 300_000 }, async () => {
@@ -194,7 +199,7 @@ test("on WebGPU the model gives the CPU path's first-token probabilities and a s
     try {
       const onGpu = await gpu.completion(probe);
       const gpuCity = await gpu.completion(city);
-      return { device: gpu.device, fallback: gpu.info.webgpu_fallback, loadMs, warmUpMs: gpu.info.warmUpMs, cpu, onGpu, cpuCity, gpuCity };
+      return { device: gpu.device, fallback: gpu.info.webgpu_fallback, loadMs, warmUpMs: gpu.info.warmUpMs, wasmMemory: gpu.info.wasm_memory_bytes, fileBytes: gpu.info.bytes, cpu, onGpu, cpuCity, gpuCity };
     } finally {
       await gpu.unload();
     }
@@ -205,6 +210,9 @@ test("on WebGPU the model gives the CPU path's first-token probabilities and a s
   const [cpuTop, gpuTop] = [top(out.cpu), top(out.onGpu)];
   const show = (list) => JSON.stringify(list.map((t) => [t.token, Math.exp(t.logprob).toFixed(3)]));
   console.log(`# WebGPU loaded in ${out.loadMs.toFixed(0)} ms (warm-up ${out.warmUpMs.toFixed(0)} ms); first token on the CPU ${show(cpuTop)}, on WebGPU ${show(gpuTop)}`);
+  // Each tensor went to the GPU as it arrived: the module never held the file.
+  console.log(`# WebGPU runtime's wasm memory after load: ${(out.wasmMemory / 2 ** 20).toFixed(1)} MiB for a ${(out.fileBytes / 2 ** 20).toFixed(1)} MiB file`);
+  assert.ok(out.wasmMemory < out.fileBytes, `${out.wasmMemory} bytes of wasm memory`);
   assert.equal(gpuTop[0].id, cpuTop[0].id, "the same most likely first token");
   // The CPU path rounds activations to 8 bits as llama.cpp does; WebGPU multiplies them in
   // f32: probabilities agree to a few hundredths, not bit for bit.
@@ -264,6 +272,48 @@ test("a bad request is a typed error, never unconstrained output", { timeout: 60
     }
   });
   assert.equal(err?.code, "grammar_invalid", JSON.stringify(err));
+});
+
+test("a bad model is a typed error, nothing is cached, and the next load works", { timeout: 300_000 }, async () => {
+  const out = await page.evaluate(async (url) => {
+    const { Stampo } = window.stampo;
+    const attempt = async (options) => {
+      try {
+        const engine = await Stampo.load({ contextSize: 256, device: "cpu", ...options });
+        await engine.unload();
+        return { loaded: true };
+      } catch (e) {
+        return { name: e.name, code: e.code, message: e.message };
+      }
+    };
+    const whole = await (await fetch(url)).arrayBuffer();
+    const results = {
+      missing: await attempt({ model: "/models/no-such-model.gguf" }),
+      notGguf: await attempt({ model: "/pkg/index.js" }),
+      cutShort: await attempt({ model: new Blob([whole.slice(0, whole.byteLength / 2)]) }),
+      // A checksum that cannot match: the URL is not cached (it was not cached before).
+      checksum: await attempt({ model: `${url}?fresh`, sha256: "0".repeat(64) }),
+      cutShortSameThread: await attempt({ model: whole.slice(0, 5000), worker: false }),
+    };
+    const cached = (await Stampo.cache.list()).map((c) => c.url);
+    const engine = await Stampo.load({ model: whole, contextSize: 256, device: "cpu", worker: false });
+    results.after = { source: engine.info.source, ids: await engine.tokenize("Ciao") };
+    await engine.unload();
+    return { results, cached, wholeBytes: whole.byteLength };
+  }, MODEL_URL);
+  const r = out.results;
+  console.log(`# bad models: ${JSON.stringify(r)}`);
+  assert.equal(r.missing.code, "download_failed", JSON.stringify(r.missing));
+  assert.match(r.missing.message, /HTTP 404/);
+  assert.equal(r.notGguf.code, "gguf_invalid", JSON.stringify(r.notGguf));
+  assert.equal(r.cutShort.code, "gguf_invalid", JSON.stringify(r.cutShort));
+  assert.match(r.cutShort.message, /tensor '/, "names the tensor it stopped in");
+  assert.equal(r.checksum.code, "checksum_mismatch", JSON.stringify(r.checksum));
+  assert.equal(r.cutShortSameThread.code, "gguf_invalid", JSON.stringify(r.cutShortSameThread));
+  assert.ok(!out.cached.some((u) => u.includes("?fresh") || u.endsWith("/pkg/index.js")), `nothing bad cached: ${out.cached}`);
+  assert.equal(r.after.source, "memory");
+  assert.ok(r.after.ids.length > 0);
+  assert.deepEqual(pageErrors, []);
 });
 
 test("a second load comes from the model cache (OPFS) without asking the server", { timeout: 300_000 }, async () => {

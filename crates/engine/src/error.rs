@@ -59,6 +59,11 @@ pub enum Error {
     #[error("cancelled")]
     Cancelled,
 
+    /// The bytes are not a readable GGUF file: not GGUF at all, a malformed header, or a file
+    /// that stops short (the message names the byte offset or the tensor).
+    #[error("the file is not a readable GGUF: {0}")]
+    Gguf(String),
+
     /// The model file could not be loaded (a bad GGUF, an unsupported architecture, a
     /// tokenizer or device the file cannot be run with).
     #[error("the model could not be loaded: {0}")]

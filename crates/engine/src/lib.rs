@@ -23,6 +23,7 @@ pub mod response;
 pub mod sampler;
 pub mod session;
 pub mod stop;
+pub mod stream_load;
 pub mod text;
 pub mod timing;
 pub mod tool_calls;
@@ -39,3 +40,4 @@ pub use request::{
 };
 pub use sampler::{Sampled, Sampler, SamplingParams, Stage};
 pub use session::{Completed, PromptEncoder, Session, Streaming};
+pub use stream_load::StreamingLoad;

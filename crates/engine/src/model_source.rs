@@ -120,7 +120,7 @@ impl LoadedModel {
         context: usize,
         progress: &mut (dyn FnMut(usize, usize) + Send),
     ) -> Result<Self, Error> {
-        let gguf = Gguf::parse(bytes).map_err(|e| Error::Load(e.to_string()))?;
+        let gguf = Gguf::parse(bytes).map_err(|e| Error::Gguf(e.to_string()))?;
         Self::from_gguf(&gguf, device, context, progress)
     }
 
@@ -131,6 +131,14 @@ impl LoadedModel {
         context: usize,
         progress: &mut (dyn FnMut(usize, usize) + Send),
     ) -> Result<Self, Error> {
+        let model = Transformer::load_reporting(gguf, device, LoadOptions { context }, progress)
+            .map_err(|e| Error::Load(e.to_string()))?;
+        Self::assemble(gguf, model)
+    }
+
+    /// Joins a loaded `model` with the tokenizer, chat template and name in `gguf`'s metadata
+    /// (a whole file, or only its header).
+    pub fn assemble(gguf: &Gguf<'_>, model: Transformer) -> Result<Self, Error> {
         let tokenizer = Tokenizer::from_gguf(gguf).map_err(|e| Error::Load(e.to_string()))?;
         let text = match ChatTemplate::from_gguf(gguf, &tokenizer) {
             Ok(template) => TokenizerText::with_template(tokenizer, template),
@@ -138,8 +146,6 @@ impl LoadedModel {
             // requests then get `NoChatTemplate`.
             Err(_) => TokenizerText::new(tokenizer),
         };
-        let model = Transformer::load_reporting(gguf, device, LoadOptions { context }, progress)
-            .map_err(|e| Error::Load(e.to_string()))?;
         let meta = gguf.metadata();
         let name = meta
             .get_str("general.name")

@@ -188,8 +188,9 @@ impl StreamingGguf {
         Ok(())
     }
 
-    /// Ends the stream: an error if the header never completed or a tensor is short.
-    pub fn finish(self) -> Result<()> {
+    /// Ends the stream: the parsed header, or an error if the header never completed or a
+    /// tensor is short.
+    pub fn finish(&self) -> Result<Gguf<'_>> {
         if !self.parsed {
             // Parse what arrived to report the precise problem.
             Gguf::parse_header(&self.header)?;
@@ -211,6 +212,6 @@ impl StreamingGguf {
                 context: format!(" (tensor '{name}')"),
             });
         }
-        Ok(())
+        Gguf::parse_header(&self.header)
     }
 }

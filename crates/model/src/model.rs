@@ -11,7 +11,7 @@ use crate::config::{ArchMetadata, LoadOptions, ModelConfig};
 use crate::error::{ModelError, Result};
 use crate::layers::{Attention, KvCache, Mlp, RmsNorm, Rope};
 use crate::quant::QLinear;
-use crate::weights::Weights;
+use crate::weights::{StagedTensors, Weights};
 use crate::{gemma3, llama, qwen2};
 
 /// One transformer block: pre-norm attention and MLP with residual adds (and, for gemma3,
@@ -105,6 +105,34 @@ impl Transformer {
         options: LoadOptions,
         progress: &mut (dyn FnMut(usize, usize) + Send),
     ) -> Result<Transformer> {
+        let (config, capacity) = Self::configure(gguf, options)?;
+        // The weights live as long as the model: exact-fit device buffers rather than pages
+        // sized for reuse, so device memory stays the GGUF's tensor bytes.
+        device.memory_persistent_allocations(
+            (Weights::new(gguf, device, progress), config),
+            |(w, config)| Self::build(w, device, config, capacity),
+        )
+    }
+
+    /// Builds the model of a streamed file from its `header` (parsed without tensor data)
+    /// and the tensors already put on the device as they arrived ([`StagedTensors`]).
+    /// Tensors the model does not use are dropped.
+    pub fn from_staged(
+        header: &Gguf<'_>,
+        mut staged: StagedTensors,
+        options: LoadOptions,
+    ) -> Result<Transformer> {
+        let (config, capacity) = Self::configure(header, options)?;
+        let device = staged.device().clone();
+        let mut progress = |_: usize, _: usize| {};
+        device.memory_persistent_allocations(
+            (Weights::staged(header, &mut staged, &mut progress), config),
+            |(w, config)| Self::build(w, &device, config, capacity),
+        )
+    }
+
+    /// The architecture's hyper-parameters and the KV cache's positions.
+    fn configure(gguf: &Gguf<'_>, options: LoadOptions) -> Result<(ModelConfig, usize)> {
         let arch = gguf.metadata().architecture()?;
         let meta = ArchMetadata::new(gguf.metadata(), arch);
         let mut config = match arch {
@@ -115,29 +143,22 @@ impl Transformer {
         };
         config.architecture = arch.to_string();
         let capacity = options.context.clamp(1, config.context_length);
-        // The weights live as long as the model: exact-fit device buffers rather than pages
-        // sized for reuse, so device memory stays the GGUF's tensor bytes.
-        device
-            .memory_persistent_allocations((gguf, config, progress), |(gguf, config, progress)| {
-                Self::build(gguf, device, config, capacity, progress)
-            })
+        Ok((config, capacity))
     }
 
     fn build(
-        gguf: &Gguf<'_>,
+        mut w: Weights<'_, '_>,
         device: &Device,
         config: ModelConfig,
         capacity: usize,
-        progress: &mut (dyn FnMut(usize, usize) + Send),
     ) -> Result<Transformer> {
-        let mut w = Weights::new(gguf, device, progress);
         let c = &config;
         let d = c.d_model;
         let eps = f64::from(c.rms_eps);
-        let embd = gguf
-            .tensor("token_embd.weight")
+        let embd = w
+            .dims("token_embd.weight")
             .ok_or_else(|| ModelError::MissingTensor("token_embd.weight".to_string()))?;
-        let vocab = embd.dims.get(1).copied().unwrap_or(0) as usize;
+        let vocab = embd.get(1).copied().unwrap_or(0) as usize;
         let embedding = w.linear("token_embd.weight", vocab, d, None)?;
         let output = if w.has("output.weight") {
             Some(w.linear("output.weight", vocab, d, None)?)
@@ -150,9 +171,9 @@ impl Transformer {
         for i in 0..c.layers {
             let n = |s: &str| format!("blk.{i}.{s}");
             let bias = |s: &str| c.qkv_bias.then(|| n(s));
-            let ff = gguf
-                .tensor(&n("ffn_up.weight"))
-                .and_then(|t| t.dims.get(1).copied())
+            let ff = w
+                .dims(&n("ffn_up.weight"))
+                .and_then(|dims| dims.get(1).copied())
                 .ok_or_else(|| ModelError::MissingTensor(n("ffn_up.weight")))?
                 as usize;
             let head_norm = |w: &mut Weights<'_, '_>, s: &str| -> Result<Option<RmsNorm>> {

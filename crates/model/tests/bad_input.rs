@@ -3,10 +3,12 @@
 //! a token outside the vocabulary.
 //!
 //! Each case edits one thing in a tiny, valid `llama` file built with `stampo-gguf`'s writer.
+//! Both ways of loading give the same error: from the whole file, and from tensors staged on
+//! the device one by one with only the header kept (a streamed download).
 
 use stampo_gguf::writer::{GgufWriter, OwnedValue};
 use stampo_gguf::{GgmlType, Gguf};
-use stampo_model::{DeviceKind, LoadOptions, ModelError, Transformer};
+use stampo_model::{DeviceKind, LoadOptions, ModelError, StagedTensors, Transformer};
 
 const D: u64 = 32;
 const FF: u64 = 64;
@@ -100,11 +102,32 @@ fn load(bytes: &[u8], context: usize) -> Result<Transformer, ModelError> {
     Transformer::load(&gguf, &device, LoadOptions { context })
 }
 
+/// As [`load`], through [`StagedTensors`]: every tensor staged from its bytes, then the model
+/// built from the header alone.
+fn load_staged(bytes: &[u8], context: usize) -> Result<Transformer, ModelError> {
+    let gguf = Gguf::parse(bytes).expect("the tiny file parses");
+    let device = DeviceKind::Cpu.device().expect("cpu device");
+    let mut staged = StagedTensors::new(&device);
+    for t in gguf.tensors() {
+        staged.insert(t.name, t.ty, &t.dims, gguf.tensor_data(t));
+    }
+    let header_len = usize::try_from(gguf.data_offset()).expect("fits");
+    let header = Gguf::parse_header(&bytes[..header_len]).expect("the header parses");
+    Transformer::from_staged(&header, staged, LoadOptions { context })
+}
+
 fn load_error(edit: Edit) -> String {
-    match load(&tiny_llama(&edit), 16) {
+    let file = tiny_llama(&edit);
+    let whole = match load(&file, 16) {
         Ok(_) => unreachable!("the edited file loaded"),
         Err(e) => e.to_string(),
-    }
+    };
+    let staged = match load_staged(&file, 16) {
+        Ok(_) => unreachable!("the edited file loaded from staged tensors"),
+        Err(e) => e.to_string(),
+    };
+    assert_eq!(whole, staged, "the two loaders disagree");
+    whole
 }
 
 #[test]
@@ -115,6 +138,19 @@ fn the_unedited_tiny_model_loads_and_runs() {
     assert_eq!(logits.dims(), [3, VOCAB as usize]);
     let values = stampo_model::to_vec(logits).expect("readback");
     assert!(values.iter().all(|v| v.is_finite()));
+}
+
+#[test]
+fn staged_tensors_give_the_whole_file_model() {
+    let file = tiny_llama(&Edit::default());
+    let logits = |model: Transformer| {
+        let mut cache = model.new_cache();
+        let out = model.forward(&[1, 2, 3], &mut cache, true).expect("runs");
+        stampo_model::to_vec(out).expect("readback")
+    };
+    let whole = logits(load(&file, 16).expect("loads"));
+    let staged = logits(load_staged(&file, 16).expect("loads staged"));
+    assert_eq!(whole, staged);
 }
 
 #[test]

@@ -10,10 +10,11 @@
 use std::ops::ControlFlow;
 
 use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
 use stampo_engine::request::custom_json;
 use stampo_engine::response::ResponseMeta;
 use stampo_engine::timing::Clock;
-use stampo_engine::{Error as EngineError, LoadedModel, Request, Streaming};
+use stampo_engine::{Error as EngineError, LoadedModel, Request, Streaming, StreamingLoad};
 use stampo_model::{Device, DeviceKind, ModelError};
 use stampo_tokenizer::DecodeOptions;
 use wasm_bindgen::prelude::*;
@@ -84,22 +85,14 @@ pub struct EngineCore {
 }
 
 impl EngineCore {
-    /// Loads a whole GGUF file onto `device` with a KV cache of `context_size` positions.
-    pub fn load(
-        bytes: &[u8],
-        context_size: usize,
-        device: DeviceChoice,
-        progress: &mut (dyn FnMut(usize, usize) + Send),
-    ) -> CoreResult<Self> {
-        let loaded = LoadedModel::load_reporting(bytes, &device.device, context_size, progress)
-            .map_err(|e| (ErrorCode::ModelInvalid, e.to_string()))?;
+    fn new(loaded: LoadedModel, device: DeviceChoice) -> Self {
         let weight_bytes = loaded.source.model().weight_bytes();
-        Ok(Self {
+        Self {
             loaded,
             weight_bytes,
             device,
             requests: 0,
-        })
+        }
     }
 
     /// `{"name", "architecture", "context_size", "n_vocab", "weight_bytes", "device"}`, and
@@ -210,6 +203,64 @@ fn is_device_lost(source: &(dyn std::error::Error + 'static)) -> bool {
     )
 }
 
+/// A load's failure: the file (`gguf_invalid`) or what it holds (`model_invalid`).
+fn load_error(e: EngineError) -> (ErrorCode, String) {
+    let code = match e {
+        EngineError::Gguf(_) => ErrorCode::GgufInvalid,
+        _ => ErrorCode::ModelInvalid,
+    };
+    (code, e.to_string())
+}
+
+/// A model file arriving in pieces ([`StreamingLoad`]), and the checksum of what arrived.
+pub struct LoaderCore {
+    load: StreamingLoad,
+    device: DeviceChoice,
+    context_size: usize,
+    /// The SHA-256 the caller expects (lowercase hex), and the running hash.
+    sha256: Option<(String, Sha256)>,
+}
+
+impl LoaderCore {
+    /// A loader onto `device`; with `sha256`, the file must hash to it.
+    pub fn new(device: DeviceChoice, context_size: usize, sha256: Option<String>) -> Self {
+        Self {
+            load: StreamingLoad::new(&device.device),
+            device,
+            context_size,
+            sha256: sha256.map(|want| (want.to_ascii_lowercase(), Sha256::new())),
+        }
+    }
+
+    /// Takes the next piece; `progress(on_device, total)` in tensor bytes.
+    pub fn push(&mut self, chunk: &[u8], progress: &mut dyn FnMut(usize, usize)) -> CoreResult<()> {
+        if let Some((_, hash)) = &mut self.sha256 {
+            hash.update(chunk);
+        }
+        self.load.push(chunk, progress).map_err(load_error)
+    }
+
+    /// The file's bytes so far.
+    pub fn bytes_received(&self) -> u64 {
+        self.load.bytes_received()
+    }
+
+    /// Ends the file: checks the checksum, then builds the engine.
+    pub fn finish(self) -> CoreResult<EngineCore> {
+        if let Some((want, hash)) = self.sha256 {
+            let got: String = hash.finalize().iter().map(|b| format!("{b:02x}")).collect();
+            if got != want {
+                return Err((
+                    ErrorCode::ChecksumMismatch,
+                    format!("the file's sha256 is {got}, expected {want}"),
+                ));
+            }
+        }
+        let loaded = self.load.finish(self.context_size).map_err(load_error)?;
+        Ok(EngineCore::new(loaded, self.device))
+    }
+}
+
 fn request_error(e: EngineError) -> (ErrorCode, String) {
     let code = match &e {
         EngineError::Cancelled => ErrorCode::Cancelled,
@@ -220,7 +271,8 @@ fn request_error(e: EngineError) -> (ErrorCode, String) {
         | EngineError::Matcher(_)
         | EngineError::LogitsLength { .. }
         | EngineError::EmptyMask { .. }
-        | EngineError::Load(_) => ErrorCode::GenerationFailed,
+        | EngineError::Load(_)
+        | EngineError::Gguf(_) => ErrorCode::GenerationFailed,
         _ => ErrorCode::InvalidArgument,
     };
     (code, e.to_string())
@@ -247,30 +299,12 @@ pub struct Engine {
     core: EngineCore,
 }
 
-/// The page's upload callback. burn asks for `Send` because a device may load on another
-/// thread; this module has one thread (wasm32 without atomics), where the load runs.
+/// The page's upload callback, when it gave one.
 struct OnUpload(Option<js_sys::Function>);
 
-// SAFETY: built for wasm32 without the atomics feature, the module has a single thread, so
-// the function is called on the thread that made it. (Natively a JS function cannot be made.)
-unsafe impl Send for OnUpload {}
-
-/// Loads a whole GGUF file onto `device` (`"auto"`, `"webgpu"` or `"cpu"`). The bytes are
-/// copied into the module's memory (and from there to the GPU, on WebGPU); the caller's copy
-/// can be dropped once the promise settles. `on_upload(loaded, total)`, when given, is called
-/// as the weights go onto the device (in GGUF tensor bytes).
-#[wasm_bindgen(js_name = loadEngine)]
-pub async fn load_engine(
-    bytes: js_sys::Uint8Array,
-    context_size: usize,
-    device: String,
-    on_upload: Option<js_sys::Function>,
-) -> Result<Engine, JsValue> {
-    let fail = |(code, message): (ErrorCode, String)| js_error(code, &message);
-    let device = DeviceChoice::choose(&device).await.map_err(fail)?;
-    let on_upload = OnUpload(on_upload);
-    let mut progress = move |done: usize, total: usize| {
-        if let Some(f) = &on_upload.0 {
+impl OnUpload {
+    fn call(&self, done: usize, total: usize) {
+        if let Some(f) = &self.0 {
             // A progress callback that throws changes nothing about the load.
             let _ = f.call2(
                 &JsValue::NULL,
@@ -278,10 +312,63 @@ pub async fn load_engine(
                 &(total as f64).into(),
             );
         }
-    };
-    EngineCore::load(&bytes.to_vec(), context_size, device, &mut progress)
-        .map(|core| Engine { core })
-        .map_err(fail)
+    }
+}
+
+/// A model file arriving in pieces, each tensor going onto the device as soon as its bytes
+/// are in: the file is never held whole, in JS or in the module. Made by `beginLoad`; feed it
+/// with `push`, end it with `finish` (or `free` it to give up).
+#[wasm_bindgen]
+pub struct ModelLoader {
+    core: LoaderCore,
+    on_upload: OnUpload,
+}
+
+/// Starts loading a model onto `device` (`"auto"`, `"webgpu"` or `"cpu"`) with a KV cache of
+/// `context_size` positions. `on_upload(loaded, total)`, when given, is called as the weights
+/// go onto the device (in GGUF tensor bytes); with `sha256` (hex), `finish` refuses a file
+/// that does not hash to it (code `checksum_mismatch`).
+#[wasm_bindgen(js_name = beginLoad)]
+pub async fn begin_load(
+    context_size: usize,
+    device: String,
+    on_upload: Option<js_sys::Function>,
+    sha256: Option<String>,
+) -> Result<ModelLoader, JsValue> {
+    let device = DeviceChoice::choose(&device)
+        .await
+        .map_err(|(code, message)| js_error(code, &message))?;
+    Ok(ModelLoader {
+        core: LoaderCore::new(device, context_size, sha256),
+        on_upload: OnUpload(on_upload),
+    })
+}
+
+#[wasm_bindgen]
+impl ModelLoader {
+    /// Takes the next piece of the file (copied into the module and dropped as its tensors
+    /// go onto the device). A file that is not GGUF fails at its first piece (`gguf_invalid`).
+    pub fn push(&mut self, chunk: &[u8]) -> Result<(), JsValue> {
+        let on_upload = &self.on_upload;
+        self.core
+            .push(chunk, &mut |done, total| on_upload.call(done, total))
+            .map_err(|(code, message)| js_error(code, &message))
+    }
+
+    /// The file's bytes taken so far.
+    #[wasm_bindgen(js_name = bytesReceived)]
+    pub fn bytes_received(&self) -> f64 {
+        self.core.bytes_received() as f64
+    }
+
+    /// Ends the file and makes the engine: `gguf_invalid` when it stopped short (naming the
+    /// tensor), `checksum_mismatch`, or `model_invalid` when its tensors do not make a model.
+    pub fn finish(self) -> Result<Engine, JsValue> {
+        self.core
+            .finish()
+            .map(|core| Engine { core })
+            .map_err(|(code, message)| js_error(code, &message))
+    }
 }
 
 #[wasm_bindgen]
@@ -357,5 +444,75 @@ impl Engine {
         self.core
             .detokenize(ids)
             .map_err(|(code, message)| js_error(code, &message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cpu() -> DeviceChoice {
+        DeviceChoice {
+            device: DeviceKind::Cpu.device().expect("cpu device"),
+            name: "cpu",
+            fallback: None,
+        }
+    }
+
+    /// The default model and its SHA-256 from `models/models.tsv`, or `None` when the model
+    /// has not been fetched (`scripts/fetch-models.sh`).
+    fn smollm2() -> Option<(Vec<u8>, String)> {
+        let home = std::env::var("HOME").unwrap_or_default();
+        let dir = std::env::var("STAMPO_MODELS").unwrap_or(format!("{home}/.cache/stampo/models"));
+        let Ok(file) = std::fs::read(format!("{dir}/SmolLM2-135M-Instruct.Q4_1.gguf")) else {
+            println!("SKIPPED: SmolLM2 not found in {dir}");
+            return None;
+        };
+        let table = include_str!("../../../models/models.tsv");
+        let sha = table
+            .lines()
+            .find(|l| l.starts_with("smollm2\t"))
+            .and_then(|l| l.split('\t').nth(2))
+            .expect("models.tsv lists smollm2");
+        Some((file, sha.to_string()))
+    }
+
+    fn stream(file: &[u8], sha256: Option<String>) -> CoreResult<EngineCore> {
+        let mut loader = LoaderCore::new(cpu(), 256, sha256);
+        for chunk in file.chunks(65_536) {
+            loader.push(chunk, &mut |_, _| {})?;
+        }
+        loader.finish()
+    }
+
+    #[test]
+    fn a_file_that_is_not_gguf_is_refused_at_its_first_piece() {
+        let mut loader = LoaderCore::new(cpu(), 256, None);
+        let (code, message) = loader
+            .push(b"<html>404 not found</html>", &mut |_, _| {})
+            .expect_err("refused");
+        assert_eq!(code, ErrorCode::GgufInvalid, "{message}");
+    }
+
+    #[test]
+    fn the_default_model_streams_in_checked_against_its_sha256() {
+        let Some((file, sha)) = smollm2() else {
+            return;
+        };
+        let core = stream(&file, Some(sha.to_uppercase())).expect("loads");
+        assert_eq!(core.info()["architecture"], "llama");
+
+        let mut wrong = sha.into_bytes();
+        wrong[0] = if wrong[0] == b'0' { b'1' } else { b'0' };
+        let wrong = String::from_utf8(wrong).expect("hex");
+        let (code, message) = stream(&file, Some(wrong.clone())).err().expect("refused");
+        assert_eq!(code, ErrorCode::ChecksumMismatch, "{message}");
+        assert!(message.contains(&wrong), "{message}");
+
+        let (code, message) = stream(&file[..file.len() / 2], None)
+            .err()
+            .expect("a half file is refused");
+        assert_eq!(code, ErrorCode::GgufInvalid, "{message}");
+        assert!(message.contains("tensor '"), "{message}");
     }
 }

@@ -15,6 +15,8 @@ pub enum ErrorCode {
     GgufInvalid,
     /// The model file cannot be loaded (architecture, tensor or tokenizer problem).
     ModelInvalid,
+    /// The model file does not hash to the SHA-256 the caller gave.
+    ChecksumMismatch,
     /// Generation failed after the request was accepted (the model or the matcher).
     GenerationFailed,
     /// The caller stopped the request.
@@ -33,6 +35,7 @@ impl ErrorCode {
             ErrorCode::GrammarInvalid => "grammar_invalid",
             ErrorCode::GgufInvalid => "gguf_invalid",
             ErrorCode::ModelInvalid => "model_invalid",
+            ErrorCode::ChecksumMismatch => "checksum_mismatch",
             ErrorCode::GenerationFailed => "generation_failed",
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::DeviceUnavailable => "device_unavailable",

@@ -18,6 +18,6 @@ pub use api::{
     grammar_accepts, inspect_gguf, summarize_gguf,
 };
 #[cfg(feature = "engine")]
-pub use engine::{DeviceChoice, Engine, EngineCore, RunEnv, load_engine};
+pub use engine::{DeviceChoice, Engine, EngineCore, LoaderCore, ModelLoader, RunEnv, begin_load};
 pub use error::ErrorCode;
 pub use error::error_message;
