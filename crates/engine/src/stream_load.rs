@@ -1,7 +1,8 @@
 //! A model loaded while its file arrives (a download, a file read in pieces): each tensor goes
 //! onto the device as soon as its bytes are in, and only the header is kept, so the file is
-//! never held whole. On WebGPU the module's memory holds one tensor at a time; on the CPU the
-//! weights themselves are the only copy.
+//! never held whole. A matrix's bytes are written straight into the buffers its device tensors
+//! are made from: on the CPU those buffers are the weights (no other copy is ever made), on
+//! WebGPU they are uploaded and freed, one tensor at a time.
 //!
 //! ```no_run
 //! # fn chunks() -> Vec<Vec<u8>> { Vec::new() }
@@ -16,7 +17,7 @@
 
 use stampo_gguf::stream::{Event, StreamingGguf};
 use stampo_gguf::{GgmlType, GgufError};
-use stampo_model::{LoadOptions, StagedTensors, Transformer};
+use stampo_model::{LoadOptions, Receiving, StagedTensors, Transformer};
 
 use crate::error::Error;
 use crate::model_source::LoadedModel;
@@ -38,8 +39,8 @@ pub struct StreamingLoad {
     tensors: Vec<TensorEntry>,
     /// All tensors' bytes, known once the header is in.
     total: usize,
-    /// The tensor being received, when it arrives in more than one piece.
-    partial: Vec<u8>,
+    /// The tensor being received, written straight into its device buffers' memory.
+    receiving: Option<Receiving>,
 }
 
 impl StreamingLoad {
@@ -50,7 +51,7 @@ impl StreamingLoad {
             staged: StagedTensors::new(device),
             tensors: Vec::new(),
             total: 0,
-            partial: Vec::new(),
+            receiving: None,
         }
     }
 
@@ -61,8 +62,8 @@ impl StreamingLoad {
 
     /// Takes the next piece of the file. `progress(on_device, total)` is called, in tensor
     /// bytes, once with 0 when the header has been parsed, then after each tensor goes onto
-    /// the device. A file that is not GGUF fails at its
-    /// first bytes; a malformed header as soon as it is complete.
+    /// the device. A file that is not GGUF fails at its first bytes; a malformed header as
+    /// soon as it is complete.
     pub fn push(
         &mut self,
         chunk: &[u8],
@@ -73,7 +74,7 @@ impl StreamingLoad {
             staged,
             tensors,
             total,
-            partial,
+            receiving,
         } = self;
         reader
             .push(chunk, &mut |event| {
@@ -97,35 +98,27 @@ impl StreamingLoad {
                         offset,
                         bytes,
                     } => {
-                        let entry = tensor(tensors, index)?;
-                        if offset == 0 && bytes.len() == entry.size {
-                            // The whole tensor in one piece: straight from the caller's bytes.
-                            staged.insert(&entry.name, entry.ty, &entry.dims, bytes);
-                            progress(staged.bytes(), *total);
-                        } else {
-                            if offset == 0 {
-                                partial.clear();
-                                // The size is the header's claim: ask, rather than abort
-                                // when memory cannot grow that far.
-                                partial.try_reserve_exact(entry.size).map_err(|_| {
-                                    GgufError::Stream {
-                                        reason: format!(
-                                            "tensor '{}' needs {} bytes, more than memory can hold",
-                                            entry.name, entry.size
-                                        ),
-                                    }
-                                })?;
-                            }
-                            partial.extend_from_slice(bytes);
+                        if offset == 0 {
+                            let entry = tensor(tensors, index)?;
+                            *receiving = Some(Receiving::new(
+                                &entry.name,
+                                entry.ty,
+                                &entry.dims,
+                                entry.size,
+                            ));
+                        }
+                        if let Some(tensor) = receiving {
+                            tensor.write(bytes);
                         }
                     }
                     Event::TensorDone { index } => {
                         let entry = tensor(tensors, index)?;
-                        if !partial.is_empty() || entry.size == 0 {
-                            staged.insert(&entry.name, entry.ty, &entry.dims, partial);
-                            partial.clear();
-                            progress(staged.bytes(), *total);
-                        }
+                        // An empty tensor has no data event.
+                        let done = receiving.take().unwrap_or_else(|| {
+                            Receiving::new(&entry.name, entry.ty, &entry.dims, entry.size)
+                        });
+                        staged.complete(done);
+                        progress(staged.bytes(), *total);
                     }
                 }
                 Ok(())

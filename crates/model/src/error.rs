@@ -53,6 +53,15 @@ pub enum ModelError {
         bytes: usize,
     },
 
+    /// Memory cannot hold a tensor (the wasm module's 4 GiB, or the machine's).
+    #[error("tensor '{name}' needs {bytes} bytes, more than memory can hold")]
+    OutOfMemory {
+        /// The tensor.
+        name: String,
+        /// Its bytes.
+        bytes: usize,
+    },
+
     /// Metadata holds a value the model cannot use.
     #[error("metadata key '{key}': {reason}")]
     BadMetadata {

@@ -31,4 +31,4 @@ pub use config::{LoadOptions, ModelConfig};
 pub use device::DeviceKind;
 pub use error::{ModelError, Result};
 pub use model::{Cache, Transformer, flush, to_vec, to_vec_async};
-pub use weights::StagedTensors;
+pub use weights::{Receiving, StagedTensors};

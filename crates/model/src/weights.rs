@@ -11,7 +11,7 @@ use burn::tensor::{Device, Tensor, TensorData};
 use stampo_gguf::{GgmlType, Gguf, TensorInfo, dequantize_to_vec};
 
 use crate::error::{ModelError, Result};
-use crate::quant::{QLinear, QuantFormat, QuantLayout};
+use crate::quant::{BlockBuffers, MAX_PART_BYTES, QLinear, QuantFormat, QuantLayout};
 
 /// A tensor already on the device, waiting for the model to take it.
 enum Staged {
@@ -57,8 +57,26 @@ impl StagedTensors {
     /// Puts tensor `name` (ggml type `ty`, dims innermost first) on the device from its
     /// `bytes`, which the caller may drop as soon as this returns.
     pub fn insert(&mut self, name: &str, ty: GgmlType, dims: &[u64], bytes: &[u8]) {
-        let staged = match *dims {
-            [_] => match dequantize_to_vec(ty, bytes) {
+        let mut tensor = Receiving::new(name, ty, dims, bytes.len());
+        tensor.write(bytes);
+        self.complete(tensor);
+    }
+
+    /// Puts a tensor whose bytes have all been written onto the device.
+    pub fn complete(&mut self, tensor: Receiving) {
+        let Receiving {
+            name, into, size, ..
+        } = tensor;
+        let staged = match into {
+            Into::Blocks(blocks) => {
+                // Exact-fit device buffers, as the whole-file loader makes.
+                let device = &self.device;
+                let made = device.memory_persistent_allocations(blocks, |blocks| {
+                    blocks.into_linear(None, device)
+                });
+                made.map_or_else(Staged::Refused, Staged::Linear)
+            }
+            Into::Vector(ty, bytes) => match dequantize_to_vec(ty, &bytes) {
                 Ok(values) => {
                     let len = values.len();
                     let data = TensorData::new(values, [len]);
@@ -66,6 +84,49 @@ impl StagedTensors {
                 }
                 Err(e) => Staged::Refused(e.into()),
             },
+            Into::Refused(e) => Staged::Refused(e),
+        };
+        self.bytes += size;
+        self.tensors.insert(name, (staged, size));
+    }
+
+    fn take(&mut self, name: &str) -> Result<(Staged, usize)> {
+        self.tensors
+            .remove(name)
+            .ok_or_else(|| ModelError::MissingTensor(name.to_string()))
+    }
+}
+
+/// A tensor whose bytes are arriving: a matrix is written straight into the buffers its
+/// device tensors are made from, a vector gathered to be decoded to `f32`. Hand it to
+/// [`StagedTensors::complete`] once [`Receiving::write`] has had all its bytes.
+pub struct Receiving {
+    name: String,
+    size: usize,
+    into: Into,
+}
+
+enum Into {
+    Blocks(BlockBuffers),
+    Vector(GgmlType, Vec<u8>),
+    /// The tensor cannot be staged; its bytes are skipped and the error kept.
+    Refused(ModelError),
+}
+
+impl Receiving {
+    /// Tensor `name` (ggml type `ty`, dims innermost first) of `size` bytes.
+    pub fn new(name: &str, ty: GgmlType, dims: &[u64], size: usize) -> Self {
+        let into = match *dims {
+            [_] => {
+                let mut bytes = Vec::new();
+                match bytes.try_reserve_exact(size) {
+                    Ok(()) => Into::Vector(ty, bytes),
+                    Err(_) => Into::Refused(ModelError::OutOfMemory {
+                        name: name.to_string(),
+                        bytes: size,
+                    }),
+                }
+            }
             [cols, rows] => match QuantFormat::from_ggml_id(ty.id()) {
                 Some(format) => {
                     let layout = QuantLayout {
@@ -73,33 +134,38 @@ impl StagedTensors {
                         rows: rows as usize,
                         cols: cols as usize,
                     };
-                    // Exact-fit device buffers, as the whole-file loader makes.
-                    let device = &self.device;
-                    let made = device
-                        .memory_persistent_allocations((name, bytes), |(name, bytes)| {
-                            QLinear::from_bytes(name, bytes, None, layout, device)
-                        });
-                    made.map_or_else(Staged::Refused, Staged::Linear)
+                    BlockBuffers::new(name, layout, size, MAX_PART_BYTES)
+                        .map_or_else(Into::Refused, Into::Blocks)
                 }
-                None => Staged::Refused(ModelError::UnsupportedTensorType {
+                None => Into::Refused(ModelError::UnsupportedTensorType {
                     name: name.to_string(),
                     ty: ty.name().to_string(),
                 }),
             },
-            _ => Staged::Refused(ModelError::TensorShape {
+            _ => Into::Refused(ModelError::TensorShape {
                 name: name.to_string(),
                 found: dims.to_vec(),
                 expected: Vec::new(),
             }),
         };
-        self.bytes += bytes.len();
-        self.tensors.insert(name.to_string(), (staged, bytes.len()));
+        Self {
+            name: name.to_string(),
+            size,
+            into,
+        }
     }
 
-    fn take(&mut self, name: &str) -> Result<(Staged, usize)> {
-        self.tensors
-            .remove(name)
-            .ok_or_else(|| ModelError::MissingTensor(name.to_string()))
+    /// Appends the tensor's next bytes.
+    pub fn write(&mut self, bytes: &[u8]) {
+        match &mut self.into {
+            Into::Blocks(blocks) => {
+                if let Err(e) = blocks.write(bytes) {
+                    self.into = Into::Refused(e);
+                }
+            }
+            Into::Vector(_, gathered) => gathered.extend_from_slice(bytes),
+            Into::Refused(_) => {}
+        }
     }
 }
 

@@ -53,13 +53,134 @@ pub trait QuantOps: Backend {
 /// A GGUF tensor's bytes as a device tensor of `u32` words (padded with zeros).
 pub fn blocks_tensor(bytes: &[u8], device: &Device) -> Tensor<1, Int> {
     let mut words = vec![0u32; bytes.len().div_ceil(4)];
-    for (w, chunk) in words.iter_mut().zip(bytes.chunks(4)) {
-        let mut b = [0u8; 4];
-        b[..chunk.len()].copy_from_slice(chunk);
-        *w = u32::from_le_bytes(b);
+    bytemuck::cast_slice_mut::<u32, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
+    words_tensor(words, device)
+}
+
+/// Words filled in memory order from a file's bytes, as a device tensor. The words are read
+/// as little-endian (a no-op on wasm32 and x86-64); on the CPU device the vector becomes the
+/// tensor's storage without a copy.
+fn words_tensor(mut words: Vec<u32>, device: &Device) -> Tensor<1, Int> {
+    for w in &mut words {
+        *w = u32::from_le(*w);
     }
     let len = words.len();
     Tensor::from_data(TensorData::new(words, [len]), (device, DType::U32))
+}
+
+/// A quantised matrix's bytes, written as they arrive straight into the `u32` buffers its
+/// device parts are made from (ranges of whole rows, at most `max_part_bytes` each): no other
+/// copy of the matrix is made, which matters in a browser, whose wasm memory never shrinks.
+pub struct BlockBuffers {
+    name: String,
+    layout: QuantLayout,
+    part_rows: usize,
+    /// Bytes in each part but the last.
+    part_bytes: usize,
+    parts: Vec<Vec<u32>>,
+    total: usize,
+    written: usize,
+}
+
+impl BlockBuffers {
+    /// Buffers for matrix `name` of `bytes` bytes in `layout`. An error if `bytes` is not
+    /// `layout`'s size, or if memory cannot hold it.
+    pub fn new(
+        name: &str,
+        layout: QuantLayout,
+        bytes: usize,
+        max_part_bytes: usize,
+    ) -> Result<Self, ModelError> {
+        let wrong_size = || ModelError::TensorBytes {
+            name: name.to_string(),
+            format: layout.format,
+            shape: [layout.rows, layout.cols],
+            bytes,
+        };
+        let row_bytes = layout
+            .format
+            .row_bytes(layout.cols)
+            .ok_or_else(wrong_size)?;
+        if layout.rows == 0 || row_bytes == 0 || row_bytes.checked_mul(layout.rows) != Some(bytes) {
+            return Err(wrong_size());
+        }
+        let part_rows = (max_part_bytes / row_bytes).clamp(1, layout.rows);
+        let part_bytes = part_rows * row_bytes;
+        let mut parts = Vec::new();
+        let mut left = bytes;
+        while left > 0 {
+            let len = left.min(part_bytes);
+            let mut words = Vec::new();
+            // The size is the file's claim: ask, rather than abort when memory cannot grow.
+            words
+                .try_reserve_exact(len.div_ceil(4))
+                .map_err(|_| ModelError::OutOfMemory {
+                    name: name.to_string(),
+                    bytes,
+                })?;
+            words.resize(len.div_ceil(4), 0);
+            parts.push(words);
+            left -= len;
+        }
+        Ok(Self {
+            name: name.to_string(),
+            layout,
+            part_rows,
+            part_bytes,
+            parts,
+            total: bytes,
+            written: 0,
+        })
+    }
+
+    /// Appends the next `bytes` of the matrix; an error past its end.
+    pub fn write(&mut self, mut bytes: &[u8]) -> Result<(), ModelError> {
+        if bytes.len() > self.total - self.written {
+            return Err(self.wrong_size(self.written + bytes.len()));
+        }
+        while !bytes.is_empty() {
+            let (part, at) = (
+                self.written / self.part_bytes,
+                self.written % self.part_bytes,
+            );
+            let view = bytemuck::cast_slice_mut::<u32, u8>(&mut self.parts[part]);
+            let n = bytes.len().min(self.part_bytes - at).min(view.len() - at);
+            view[at..at + n].copy_from_slice(&bytes[..n]);
+            self.written += n;
+            bytes = &bytes[n..];
+        }
+        Ok(())
+    }
+
+    /// The matrix on `device`, with `bias`; an error if bytes are missing.
+    pub fn into_linear(
+        self,
+        bias: Option<Tensor<1>>,
+        device: &Device,
+    ) -> Result<QLinear, ModelError> {
+        if self.written != self.total {
+            return Err(self.wrong_size(self.written));
+        }
+        Ok(QLinear {
+            parts: self
+                .parts
+                .into_iter()
+                .map(|words| words_tensor(words, device))
+                .collect(),
+            bias: bias.map(Param::from_tensor),
+            layout: self.layout,
+            part_rows: self.part_rows,
+        })
+    }
+
+    fn wrong_size(&self, bytes: usize) -> ModelError {
+        ModelError::TensorBytes {
+            name: self.name.clone(),
+            format: self.layout.format,
+            shape: [self.layout.rows, self.layout.cols],
+            bytes,
+        }
+    }
 }
 
 /// The most bytes of blocks one device buffer holds: WebGPU's guaranteed
@@ -103,30 +224,9 @@ impl QLinear {
         device: &Device,
         max_part_bytes: usize,
     ) -> Result<QLinear, ModelError> {
-        let wrong_size = || ModelError::TensorBytes {
-            name: name.to_string(),
-            format: layout.format,
-            shape: [layout.rows, layout.cols],
-            bytes: bytes.len(),
-        };
-        let row_bytes = layout
-            .format
-            .row_bytes(layout.cols)
-            .ok_or_else(wrong_size)?;
-        if layout.rows == 0 || row_bytes == 0 || row_bytes * layout.rows != bytes.len() {
-            return Err(wrong_size());
-        }
-        let part_rows = (max_part_bytes / row_bytes).clamp(1, layout.rows);
-        let parts = bytes
-            .chunks(part_rows * row_bytes)
-            .map(|part| blocks_tensor(part, device))
-            .collect();
-        Ok(QLinear {
-            parts,
-            bias: bias.map(Param::from_tensor),
-            layout,
-            part_rows,
-        })
+        let mut blocks = BlockBuffers::new(name, layout, bytes.len(), max_part_bytes)?;
+        blocks.write(bytes)?;
+        blocks.into_linear(bias, device)
     }
 
     /// Output features.
@@ -226,5 +326,74 @@ impl QLinear {
     pub fn device_bytes(&self) -> usize {
         self.parts.iter().map(|b| b.dims()[0] * 4).sum::<usize>()
             + self.bias.as_ref().map_or(0, |b| b.dims()[0] * 4)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn int_values(t: &Tensor<1, Int>) -> Vec<u32> {
+        t.to_data()
+            .convert::<u32>()
+            .try_to_vec::<u32>()
+            .expect("u32 data")
+    }
+
+    #[test]
+    fn bytes_written_in_pieces_fill_the_parts_a_whole_write_makes() {
+        let device = crate::DeviceKind::Cpu.device().expect("cpu device");
+        // 5 rows of 64 Q8_0 values (68 bytes a row), parts of 2 rows: 136 + 136 + 68 bytes.
+        let layout = QuantLayout {
+            format: QuantFormat::Q8_0,
+            rows: 5,
+            cols: 64,
+        };
+        let bytes: Vec<u8> = (0..340u32).map(|i| (i * 37 % 251) as u8).collect();
+        let whole =
+            QLinear::from_bytes_in_parts("w", &bytes, None, layout, &device, 140).expect("whole");
+        let mut pieces = BlockBuffers::new("w", layout, bytes.len(), 140).expect("buffers");
+        for piece in bytes.chunks(7) {
+            pieces.write(piece).expect("fits");
+        }
+        let pieces = pieces.into_linear(None, &device).expect("complete");
+        assert_eq!(whole.parts.len(), 3);
+        assert_eq!(whole.part_rows, 2);
+        for (p, (a, b)) in whole.parts.iter().zip(&pieces.parts).enumerate() {
+            assert_eq!(int_values(a), int_values(b), "part {p}");
+        }
+        // The words are the file's bytes read little-endian.
+        let first = int_values(&whole.parts[0]);
+        assert_eq!(
+            first[0],
+            u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]])
+        );
+        assert_eq!(int_values(&whole.parts[2]).len(), 17);
+    }
+
+    #[test]
+    fn too_many_or_too_few_bytes_name_the_tensor() {
+        let device = crate::DeviceKind::Cpu.device().expect("cpu device");
+        let layout = QuantLayout {
+            format: QuantFormat::Q8_0,
+            rows: 2,
+            cols: 32,
+        };
+        let mut over = BlockBuffers::new("blk.0.w", layout, 68, MAX_PART_BYTES).expect("buffers");
+        over.write(&[0; 60]).expect("fits");
+        let e = over.write(&[0; 9]).expect_err("past the end").to_string();
+        assert!(e.contains("'blk.0.w' holds 69 bytes"), "{e}");
+        let mut short = BlockBuffers::new("blk.0.w", layout, 68, MAX_PART_BYTES).expect("buffers");
+        short.write(&[0; 60]).expect("fits");
+        let e = short
+            .into_linear(None, &device)
+            .expect_err("short")
+            .to_string();
+        assert!(e.contains("'blk.0.w' holds 60 bytes"), "{e}");
+        let e = BlockBuffers::new("blk.0.w", layout, 67, MAX_PART_BYTES)
+            .err()
+            .expect("wrong size")
+            .to_string();
+        assert!(e.contains("holds 67 bytes"), "{e}");
     }
 }
