@@ -4,13 +4,16 @@
 // reports llama.cpp-style `timings`; those are what the table shows. Both run on the CPU:
 // wllama with n_gpu_layers 0, stampo with device "cpu". stampo's worker runs one thread;
 // wllama runs once with 1 thread (like for like) and once with 2 (this machine's cores; its
-// default is every core). Not a test: numbers depend on the machine and its load.
+// default is every core). Memory: each run gets a browser of its own, and the peak resident
+// memory (VmHWM) of its renderer processes — the page, its workers, their wasm and JS buffers —
+// is read from /proc once the run is done (Linux only; one browser at a time on the machine).
+// Not a test: numbers depend on the machine and its load.
 //
 //   scripts/build-pkg.sh && node bench/browser/vs_wllama.mjs [MODEL.gguf ...]
 //
 // Models from $STAMPO_MODELS (default ~/.cache/stampo/models); stampo's wasm from
 // $STAMPO_WASM_DIR (default ~/.cache/stampo/wasm/release); wllama from node_modules.
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, readdirSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -49,23 +52,40 @@ const server = await serve({
   "/models/": models,
   "/": join(root, "tests/browser/pages"),
 });
-const browser = await launchChromium();
+/** The largest peak resident set (MiB) among Chromium's renderer processes, from /proc. */
+function rendererPeakMiB() {
+  let peak = 0;
+  for (const pid of readdirSync("/proc").filter((d) => /^\d+$/.test(d))) {
+    try {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8");
+      if (!cmdline.includes("--type=renderer")) continue;
+      const hwm = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, "utf8"));
+      if (hwm) peak = Math.max(peak, Number(hwm[1]) / 1024);
+    } catch {
+      // the process ended while being read
+    }
+  }
+  return peak;
+}
+
 const row = (cells) => console.log(`| ${cells.join(" | ")} |`);
 const fmt = (x) => (typeof x === "number" ? x.toFixed(1) : "—");
 try {
-  const page = await browser.context.newPage();
+  const probe = await launchChromium();
+  const page = await probe.context.newPage();
   await page.goto(`${server.origin}/blank.html`);
   const isolated = await page.evaluate(() => self.crossOriginIsolated);
+  await probe.close();
   console.log(`wllama ${wllamaVersion}; page cross-origin isolated: ${isolated}`);
-  row(["model", "engine", "load s", "free: prefill tok/s", "free: decode tok/s", "schema: decode tok/s", "schema: output"]);
-  row(["---", "---", "---", "---", "---", "---", "---"]);
+  row(["model", "engine", "load s", "free: prefill tok/s", "free: decode tok/s", "schema: decode tok/s", "peak renderer MiB", "schema: output"]);
+  row(["---", "---", "---", "---", "---", "---", "---", "---"]);
   for (const name of names) {
     if (!existsSync(join(models, name))) {
       console.log(`SKIPPED: ${name} not in ${models}`);
       continue;
     }
     const url = `/models/${name}`;
-    // One page per engine and model: nothing of one run's memory carries into the next.
+    // One browser per engine and model: nothing of one run's memory carries into the next.
     const runs = [
       ["stampo (1 thread)", async ({ url, free, constrained }) => {
         const { Stampo } = await import("/pkg/index.js");
@@ -91,21 +111,21 @@ try {
       }, { threads }]),
     ];
     for (const [label, fn, extra] of runs) {
-      const p = await browser.context.newPage();
+      const browser = await launchChromium();
       try {
+        const p = await browser.context.newPage();
         await p.goto(`${server.origin}/blank.html`);
         const r = await p.evaluate(fn, { url, free: FREE, constrained: CONSTRAINED, ...extra });
         const text = String(r.b.choices?.[0]?.message?.content ?? "").replace(/\s+/g, " ");
         row([name, label, fmt(r.load), fmt(r.a.timings?.prompt_per_second), fmt(r.a.timings?.predicted_per_second),
-          fmt(r.b.timings?.predicted_per_second), `\`${text}\``]);
+          fmt(r.b.timings?.predicted_per_second), rendererPeakMiB().toFixed(0), `\`${text}\``]);
       } catch (e) {
-        row([name, label, "failed", String(e.message ?? e).split("\n")[0], "", "", ""]);
+        row([name, label, "failed", String(e.message ?? e).split("\n")[0], "", "", "", ""]);
       } finally {
-        await p.close();
+        await browser.close();
       }
     }
   }
 } finally {
-  await browser.close();
   await server.close();
 }
