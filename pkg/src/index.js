@@ -282,7 +282,9 @@ async function fromNetwork(url, store, signal) {
         yield chunk;
       }
     } catch (err) {
-      throw failed(err);
+      if (err?.name === "AbortError" || err instanceof StampoError) throw err;
+      const of = total === null ? "" : ` of ${total}`;
+      throw new StampoError(`${url}: the download broke off after ${loaded}${of} bytes (${err?.message ?? err})`, "download_failed");
     }
     if (exact && loaded !== total) {
       throw new StampoError(`${url}: the download stopped after ${loaded} of ${total} bytes`, "download_failed");

@@ -1,6 +1,7 @@
 // A static file server on 127.0.0.1 (the demo and the browser tests), with the COOP/COEP headers that
-// wasm threads (SharedArrayBuffer) need. It serves `routes` (URL prefix -> folder) and
-// records every request so a test can assert what the page asked for.
+// wasm threads (SharedArrayBuffer) need. It serves `routes` (URL prefix -> folder, or a
+// function `(req, res)` that answers itself: a test's misbehaving server) and records every
+// request so a test can assert what the page asked for.
 import { createServer } from "node:http";
 import { createReadStream, statSync } from "node:fs";
 import { extname, join, normalize } from "node:path";
@@ -20,6 +21,7 @@ export async function serve(routes, { port = 0 } = {}) {
     const prefix = Object.keys(routes)
       .filter((p) => url.pathname.startsWith(p))
       .sort((a, b) => b.length - a.length)[0];
+    if (typeof routes[prefix] === "function") return routes[prefix](req, res);
     let rel = prefix === undefined ? null : normalize(decodeURIComponent(url.pathname.slice(prefix.length)));
     if (rel !== null && (rel === "." || rel === "" || rel.endsWith("/"))) rel = join(rel, "index.html");
     if (rel === null || rel.startsWith("..")) { res.writeHead(404).end(); return; }

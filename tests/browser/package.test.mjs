@@ -4,7 +4,7 @@
 // second load served from Cache Storage with no request for the model, the same-thread mode.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { existsSync } from "node:fs";
+import { createReadStream, existsSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -57,6 +57,16 @@ before(async () => {
     "/pkg/wasm/": wasmDir,
     "/pkg/": join(root, "pkg/src"),
     "/models/": models,
+    // A download cut off halfway: the model's full Content-Length, half its bytes, then the
+    // connection dropped.
+    "/cut/": (req, res) => {
+      const file = join(models, MODEL);
+      const size = statSync(file).size;
+      res.writeHead(200, { "Content-Length": size, "Cross-Origin-Resource-Policy": "same-origin" });
+      const half = createReadStream(file, { end: Math.floor(size / 2) - 1 });
+      half.pipe(res, { end: false });
+      half.on("end", () => res.destroy());
+    },
     "/": join(root, "tests/browser/pages"),
   });
   browser = await launchChromium();
@@ -291,6 +301,7 @@ test("a bad model is a typed error, nothing is cached, and the next load works",
       missing: await attempt({ model: "/models/no-such-model.gguf" }),
       notGguf: await attempt({ model: "/pkg/index.js" }),
       cutShort: await attempt({ model: new Blob([whole.slice(0, whole.byteLength / 2)]) }),
+      cutDownload: await attempt({ model: `/cut/${url.split("/").pop()}` }),
       // A checksum that cannot match: the URL is not cached (it was not cached before).
       checksum: await attempt({ model: `${url}?fresh`, sha256: "0".repeat(64) }),
       cutShortSameThread: await attempt({ model: whole.slice(0, 5000), worker: false }),
@@ -309,8 +320,10 @@ test("a bad model is a typed error, nothing is cached, and the next load works",
   assert.equal(r.cutShort.code, "gguf_invalid", JSON.stringify(r.cutShort));
   assert.match(r.cutShort.message, /tensor '/, "names the tensor it stopped in");
   assert.equal(r.checksum.code, "checksum_mismatch", JSON.stringify(r.checksum));
+  assert.equal(r.cutDownload.code, "download_failed", JSON.stringify(r.cutDownload));
+  assert.match(r.cutDownload.message, /broke off after \d+ of 98362432 bytes/);
   assert.equal(r.cutShortSameThread.code, "gguf_invalid", JSON.stringify(r.cutShortSameThread));
-  assert.ok(!out.cached.some((u) => u.includes("?fresh") || u.endsWith("/pkg/index.js")), `nothing bad cached: ${out.cached}`);
+  assert.ok(!out.cached.some((u) => u.includes("?fresh") || u.includes("/cut/") || u.endsWith("/pkg/index.js")), `nothing bad cached: ${out.cached}`);
   assert.equal(r.after.source, "memory");
   assert.ok(r.after.ids.length > 0);
   assert.deepEqual(pageErrors, []);
