@@ -329,6 +329,39 @@ test("a bad model is a typed error, nothing is cached, and the next load works",
   assert.deepEqual(pageErrors, []);
 });
 
+test("a quota error while caching leaves the model loaded and nothing cached", { timeout: 300_000 }, async () => {
+  const out = await page.evaluate(async (url) => {
+    const { Stampo } = window.stampo;
+    // The third write into OPFS fails as a full disk makes it fail.
+    const write = FileSystemWritableFileStream.prototype.write;
+    let writes = 0;
+    FileSystemWritableFileStream.prototype.write = function (data) {
+      writes += 1;
+      if (writes === 3) return Promise.reject(new DOMException("the quota is exceeded", "QuotaExceededError"));
+      return write.call(this, data);
+    };
+    try {
+      const engine = await Stampo.load({ model: `${url}?quota`, contextSize: 256, device: "cpu" });
+      const ids = await engine.tokenize("Ciao");
+      await engine.unload();
+      const cached = (await Stampo.cache.list()).map((c) => c.url);
+      const dir = await (await navigator.storage.getDirectory()).getDirectoryHandle("stampo-models");
+      const files = [];
+      for await (const [name] of dir.entries()) files.push(name);
+      return { info: engine.info, ids, cached, files };
+    } finally {
+      FileSystemWritableFileStream.prototype.write = write;
+    }
+  }, MODEL_URL);
+  assert.match(out.info.cacheError ?? "", /QuotaExceededError/, JSON.stringify(out.info));
+  assert.equal(out.info.source, "network");
+  assert.ok(out.ids.length > 0, "the model loaded and serves");
+  assert.ok(!out.cached.some((u) => u.includes("?quota")), `not listed as cached: ${out.cached}`);
+  // Only the records and bytes of whole models remain: two files per cached model.
+  assert.equal(out.files.length, 2 * out.cached.length, `OPFS holds ${out.files}`);
+  assert.deepEqual(pageErrors, []);
+});
+
 test("a second load comes from the model cache (OPFS) without asking the server", { timeout: 300_000 }, async () => {
   const before = server.requests.filter((r) => r.startsWith(MODEL_URL)).length;
   const info = await page.evaluate(async (url) => {
