@@ -23,6 +23,7 @@
 //! assert!(m.is_accepting());
 //! ```
 pub mod automaton;
+pub mod bench;
 pub mod error;
 pub mod gbnf;
 pub mod ir;

@@ -19,6 +19,7 @@ use stampo_model::{Device, DeviceKind, ModelError};
 use stampo_tokenizer::DecodeOptions;
 use wasm_bindgen::prelude::*;
 
+use crate::api::performance_now;
 use crate::error::{ErrorCode, js_error};
 
 type CoreResult<T> = Result<T, (ErrorCode, String)>;
@@ -276,13 +277,6 @@ fn request_error(e: EngineError) -> (ErrorCode, String) {
         _ => ErrorCode::InvalidArgument,
     };
     (code, e.to_string())
-}
-
-#[wasm_bindgen]
-extern "C" {
-    /// `performance.now()`, in a page and in a worker alike.
-    #[wasm_bindgen(js_namespace = performance, js_name = now)]
-    fn performance_now() -> f64;
 }
 
 struct PerformanceClock;

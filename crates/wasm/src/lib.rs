@@ -14,8 +14,8 @@ mod engine;
 mod error;
 
 pub use api::{
-    check_gbnf, check_gbnf_json, compile_schema, compile_schema_json, gbnf_accepts,
-    grammar_accepts, inspect_gguf, summarize_gguf,
+    bench_grammar, bench_grammar_json, check_gbnf, check_gbnf_json, compile_schema,
+    compile_schema_json, gbnf_accepts, grammar_accepts, inspect_gguf, summarize_gguf,
 };
 #[cfg(feature = "engine")]
 pub use engine::{DeviceChoice, Engine, EngineCore, LoaderCore, ModelLoader, RunEnv, begin_load};

@@ -18,7 +18,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde_json::{Value, json};
-use stampo_grammar::{CompiledGrammar, Matcher, Vocabulary, json_schema};
+use stampo_grammar::Vocabulary;
+use stampo_grammar::bench::{self, Case, describe, median, summarise};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -51,14 +52,6 @@ struct GrammarArgs {
     peers: Option<PathBuf>,
 }
 
-/// One schema with its instances as token ids.
-struct Case {
-    name: String,
-    schema: Value,
-    valid: Vec<Vec<u32>>,
-    invalid: Vec<Vec<u32>>,
-}
-
 pub fn run(args: &Args) -> Result<(), String> {
     let What::Grammar(a) = &args.what;
     let (vocab, cases, model) = match (&a.cases, &a.tokenizer, &a.schemas) {
@@ -69,8 +62,10 @@ pub fn run(args: &Args) -> Result<(), String> {
     let vocab = Arc::new(vocab);
     let mut mask = vec![0u32; vocab.mask_words()];
     let mut files = Vec::new();
+    let start = Instant::now();
+    let mut now_us = || start.elapsed().as_secs_f64() * 1e6;
     for case in &cases {
-        let record = bench_one(case, &vocab, &mut mask);
+        let record = bench::run_case(case, &vocab, &mut mask, &mut now_us);
         println!("{}", describe(&record));
         files.push(record);
     }
@@ -90,112 +85,6 @@ pub fn run(args: &Args) -> Result<(), String> {
         std::fs::write(out, text).map_err(|e| format!("{}: {e}", out.display()))?;
     }
     Ok(())
-}
-
-fn bench_one(case: &Case, vocab: &Arc<Vocabulary>, mask: &mut [u32]) -> Value {
-    let t0 = Instant::now();
-    let compiled = json_schema::compile(&case.schema, &Default::default())
-        .map_err(|e| e.to_string())
-        .and_then(|c| CompiledGrammar::new(&c.grammar).map_err(|e| e.to_string()))
-        .and_then(|g| {
-            Matcher::with_vocabulary(Arc::new(g), vocab.clone()).map_err(|e| e.to_string())
-        });
-    let compile_ms = t0.elapsed().as_secs_f64() * 1e3;
-    let mut m = match compiled {
-        Ok(m) => m,
-        Err(e) => return json!({"name": case.name, "error": e}),
-    };
-    let (mut times, mut rejected, mut accepted_invalid) = (Vec::new(), 0u32, 0u32);
-    for tokens in &case.valid {
-        m.reset();
-        let mut ok = true;
-        for &t in tokens {
-            let t0 = Instant::now();
-            let computed = m.compute_mask(mask);
-            times.push(t0.elapsed().as_secs_f64() * 1e6);
-            let allowed = mask
-                .get(t as usize / 32)
-                .is_some_and(|w| w >> (t % 32) & 1 == 1);
-            if computed.is_err() || !allowed || m.commit_token(t).is_err() {
-                ok = false;
-                break;
-            }
-        }
-        if !(ok && m.can_end()) {
-            rejected += 1;
-        }
-    }
-    for tokens in &case.invalid {
-        m.reset();
-        if m.commit_tokens(tokens).is_ok() && m.can_end() {
-            accepted_invalid += 1;
-        }
-    }
-    json!({
-        "name": case.name,
-        "compile_ms": compile_ms,
-        "mask_us": stats(&mut times),
-        "valid_rejected": rejected,
-        "invalid_accepted": accepted_invalid,
-    })
-}
-
-fn describe(r: &Value) -> String {
-    let name = r["name"].as_str().unwrap_or_default();
-    if let Some(e) = r["error"].as_str() {
-        return format!("{name}: refused: {e}");
-    }
-    let m = &r["mask_us"];
-    let f = |v: &Value| v.as_f64().unwrap_or(0.0);
-    format!(
-        "{name}: compile {:.2} ms, mask µs mean {:.1} p50 {:.1} p99 {:.1} max {:.1} ({} masks), valid rejected {}, invalid accepted {}",
-        f(&r["compile_ms"]),
-        f(&m["mean"]),
-        f(&m["p50"]),
-        f(&m["p99"]),
-        f(&m["max"]),
-        m["n"].as_u64().unwrap_or(0),
-        r["valid_rejected"],
-        r["invalid_accepted"],
-    )
-}
-
-fn stats(xs: &mut [f64]) -> Value {
-    if xs.is_empty() {
-        return Value::Null;
-    }
-    xs.sort_by(f64::total_cmp);
-    let q = |p: f64| xs[((xs.len() - 1) as f64 * p).round() as usize];
-    let mean = xs.iter().sum::<f64>() / xs.len() as f64;
-    json!({"n": xs.len(), "mean": mean, "p50": q(0.5), "p99": q(0.99), "max": xs[xs.len() - 1]})
-}
-
-fn median(mut xs: Vec<f64>) -> Option<f64> {
-    xs.sort_by(f64::total_cmp);
-    let n = xs.len();
-    (n > 0).then(|| {
-        if n % 2 == 1 {
-            xs[n / 2]
-        } else {
-            (xs[n / 2 - 1] + xs[n / 2]) / 2.0
-        }
-    })
-}
-
-fn summarise(files: &[Value]) -> Value {
-    let ok: Vec<&Value> = files
-        .iter()
-        .filter(|f| f.get("compile_ms").is_some())
-        .collect();
-    let sum = |k: &str| ok.iter().filter_map(|f| f[k].as_u64()).sum::<u64>();
-    json!({
-        "compiled": ok.len(),
-        "refused": files.len() - ok.len(),
-        "compile_ms_p50": median(ok.iter().filter_map(|f| f["compile_ms"].as_f64()).collect()),
-        "mask_p50_us_median_over_schemas": median(ok.iter().filter_map(|f| f["mask_us"]["p50"].as_f64()).collect()),
-        "valid_rejected": sum("valid_rejected"),
-        "invalid_accepted": sum("invalid_accepted"),
-    })
 }
 
 /// Reads one number of a per-file record.
@@ -243,59 +132,8 @@ fn print_ratios(ours: &[Value], peers: &Value) {
 fn load_cases(path: &PathBuf) -> Result<(Vocabulary, Vec<Case>, Value), String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
     let v: Value = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-    let bad = || {
-        format!(
-            "{}: not a cases file from bench/grammar/peers.py",
-            path.display()
-        )
-    };
-    let ids = |x: &Value| -> Vec<u32> {
-        x.as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|t| t.as_u64())
-            .map(|t| t as u32)
-            .collect()
-    };
-    let tokens: Vec<Vec<u8>> = v["vocab_hex"]
-        .as_array()
-        .ok_or_else(bad)?
-        .iter()
-        .map(|h| {
-            let h = h.as_str().unwrap_or_default();
-            (0..h.len() / 2)
-                .filter_map(|i| u8::from_str_radix(&h[2 * i..2 * i + 2], 16).ok())
-                .collect()
-        })
-        .collect();
-    let mut special = vec![false; tokens.len()];
-    for s in ids(&v["special"]) {
-        if let Some(x) = special.get_mut(s as usize) {
-            *x = true;
-        }
-    }
-    let vocab = Vocabulary::new(tokens, special, ids(&v["eos"]));
-    let cases = v["cases"]
-        .as_array()
-        .ok_or_else(bad)?
-        .iter()
-        .map(|c| Case {
-            name: c["name"].as_str().unwrap_or_default().to_string(),
-            schema: c["schema"].clone(),
-            valid: c["valid"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(ids)
-                .collect(),
-            invalid: c["invalid"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(ids)
-                .collect(),
-        })
-        .collect();
+    let (vocab, cases) =
+        bench::cases_from_json(&v).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok((vocab, cases, v["model"].clone()))
 }
 
