@@ -53,7 +53,19 @@ pub fn ModelPanel(engine: RwSignal<Option<Stampo>, LocalStorage>) -> impl IntoVi
             drop(old.unload());
         }
         spawn_local(async move {
+            // The weights go onto the device as the file arrives: while bytes are still
+            // coming, the bar follows them, and the "parse" and "upload" reports that run
+            // alongside are not shown over it.
             let progress = move |p: String, loaded: f64, total: Option<f64>| {
+                let arriving = matches!(
+                    phase.get_untracked(),
+                    Phase::Loading { phase: ref shown, loaded: got, total: all }
+                        if matches!(shown.as_str(), "download" | "cache" | "read")
+                            && all.is_none_or(|all| got < all)
+                );
+                if arriving && matches!(p.as_str(), "parse" | "upload") {
+                    return;
+                }
                 phase.set(Phase::Loading {
                     phase: p,
                     loaded,
