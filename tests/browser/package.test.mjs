@@ -362,6 +362,42 @@ test("a quota error while caching leaves the model loaded and nothing cached", {
   assert.deepEqual(pageErrors, []);
 });
 
+test("where OPFS has no writable files, the model is cached in Cache Storage", { timeout: 300_000 }, async () => {
+  const url = `${MODEL_URL}?cache-storage`;
+  const out = await page.evaluate(async (url) => {
+    const { Stampo } = window.stampo;
+    // What a browser without writable OPFS files (an older Safari) offers.
+    const proto = FileSystemFileHandle.prototype;
+    const createWritable = Object.getOwnPropertyDescriptor(proto, "createWritable");
+    delete proto.createWritable;
+    try {
+      const load = async () => {
+        const engine = await Stampo.load({ model: url, contextSize: 256, device: "cpu", worker: false });
+        const ids = await engine.tokenize("Ciao");
+        await engine.unload();
+        return { source: engine.info.source, store: engine.info.cacheStore, cacheError: engine.info.cacheError, ids };
+      };
+      const first = await load();
+      const second = await load();
+      const listed = (await Stampo.cache.list()).filter((c) => c.url.endsWith(url));
+      const deleted = await Stampo.cache.delete(url);
+      return { first, second, listed, deleted, after: (await Stampo.cache.list()).filter((c) => c.url.endsWith(url)) };
+    } finally {
+      Object.defineProperty(proto, "createWritable", createWritable);
+    }
+  }, url);
+  assert.deepEqual([out.first.source, out.first.store, out.first.cacheError], ["network", "cache-storage", null], JSON.stringify(out.first));
+  assert.deepEqual([out.second.source, out.second.store], ["cache", "cache-storage"], JSON.stringify(out.second));
+  assert.deepEqual(out.second.ids, out.first.ids);
+  assert.equal(server.requests.filter((r) => r === url).length, 1, "the second load asked the server nothing");
+  assert.equal(out.listed.length, 1, JSON.stringify(out.listed));
+  assert.equal(out.listed[0].store, "cache-storage");
+  assert.equal(out.listed[0].bytes, 98362432);
+  assert.ok(out.deleted);
+  assert.deepEqual(out.after, []);
+  assert.deepEqual(pageErrors, []);
+});
+
 test("a second load comes from the model cache (OPFS) without asking the server", { timeout: 300_000 }, async () => {
   const before = server.requests.filter((r) => r.startsWith(MODEL_URL)).length;
   const info = await page.evaluate(async (url) => {
