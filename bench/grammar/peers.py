@@ -1,4 +1,4 @@
-"""Grammar-engine benchmark: XGrammar and llguidance on the same schemas, tokenizer and
+"""Grammar-engine benchmark: XGrammar, llguidance and outlines-core on the same schemas, tokenizer and
 token sequences as stampo's Rust side (`cargo run -p stampo-grammar --release --example
 bench_masks -- CASES.json`).
 
@@ -184,6 +184,82 @@ def run_llguidance(cases, raw, special, eos, n_vocab, tok):
     return out
 
 
+def run_outlines(cases, raw, special, eos, n_vocab, timeout_s):
+    """outlines-core: schema -> regex -> token index (the compile, often seconds), then a
+    guide walked as the others are. Each schema runs in a forked child killed after
+    `timeout_s` seconds (recorded as a refusal: compiles can take minutes)."""
+    import multiprocessing as mp
+
+    from outlines_core import Guide, Index, Vocabulary
+    from outlines_core.json_schema import build_regex_from_schema
+
+    skip = set(special) | {eos}
+    by_bytes = {}
+    for i, t in enumerate(raw):
+        if i not in skip:
+            by_bytes.setdefault(t, []).append(i)
+    vocab = Vocabulary(eos, by_bytes)
+
+    def one(c, conn):
+        rec = {"name": c["name"]}
+        t0 = time.perf_counter()
+        try:
+            guide = Guide(Index(build_regex_from_schema(json.dumps(c["schema"])), vocab))
+        except Exception as e:  # a refusal, recorded as such
+            rec["error"] = str(e)[:200]
+            conn.send(rec)
+            return
+        rec["compile_ms"] = (time.perf_counter() - t0) * 1e3
+        buf = np.zeros((n_vocab + 31) // 32, dtype=np.uint32)
+        allowed = lambda t: (int(buf[t // 32]) >> (t % 32)) & 1
+        times, rejected, accepted_invalid = [], 0, 0
+        for toks in c["valid"]:
+            guide.reset()
+            ok = True
+            for t in toks:
+                t0 = time.perf_counter()
+                guide.write_mask_into(buf.ctypes.data, buf.size, 4)
+                times.append((time.perf_counter() - t0) * 1e6)
+                if not allowed(t):
+                    ok = False
+                    break
+                guide.advance(t)
+            if ok:
+                guide.write_mask_into(buf.ctypes.data, buf.size, 4)
+            if not (ok and allowed(eos)):
+                rejected += 1
+        for toks in c["invalid"]:
+            guide.reset()
+            ok = True
+            for t in toks:
+                guide.write_mask_into(buf.ctypes.data, buf.size, 4)
+                if not allowed(t):
+                    ok = False
+                    break
+                guide.advance(t)
+            if ok:
+                guide.write_mask_into(buf.ctypes.data, buf.size, 4)
+                if allowed(eos):
+                    accepted_invalid += 1
+        rec.update(mask_us=stats(times), valid_rejected=rejected, invalid_accepted=accepted_invalid)
+        conn.send(rec)
+
+    ctx = mp.get_context("fork")
+    out = []
+    for c in cases:
+        parent, child = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=one, args=(c, child))
+        p.start()
+        child.close()
+        if parent.poll(timeout_s):
+            out.append(parent.recv())
+        else:
+            out.append({"name": c["name"], "error": f"did not compile and walk within {timeout_s} s"})
+        p.kill()
+        p.join()
+    return out
+
+
 def summarise(recs):
     ok = [r for r in recs if "compile_ms" in r]
     all_p50 = [r["mask_us"]["p50"] for r in ok if r.get("mask_us")]
@@ -204,7 +280,8 @@ def main():
     ap.add_argument("--per-subset", type=int, default=3)
     ap.add_argument("--cases", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--engines", default="xgrammar,llguidance")
+    ap.add_argument("--engines", default="xgrammar,llguidance,outlines")
+    ap.add_argument("--outlines-timeout", type=float, default=30.0, help="seconds per schema")
     a = ap.parse_args()
 
     tokens, raw, special, merges, eos = load_vocab(a.model)
@@ -234,6 +311,8 @@ def main():
             recs = run_xgrammar(cases, raw, eos, len(raw))
         elif engine == "llguidance":
             recs = run_llguidance(cases, raw, special, eos, len(raw), tok)
+        elif engine == "outlines":
+            recs = run_outlines(cases, raw, special, eos, len(raw), a.outlines_timeout)
         else:
             raise SystemExit(f"unknown engine {engine}")
         result["engines"][engine] = {"summary": summarise(recs), "files": recs}
