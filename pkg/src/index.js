@@ -204,14 +204,29 @@ function cacheStorageStore(cache) {
     /** A model written as it arrives: Cache.put stores the whole response or nothing. */
     async writer(url, { total, sha256 }) {
       let controller;
-      const body = new ReadableStream({ start: (c) => (controller = c) });
+      let drained = null; // resolves when Cache.put has taken what is queued
+      const body = new ReadableStream(
+        { start: (c) => (controller = c), pull: () => drained?.() },
+        new ByteLengthQueuingStrategy({ highWaterMark: IN_FLIGHT_BYTES }),
+      );
       const headers = { "x-stampo-sha256": sha256 ?? "" };
       if (total) headers["content-length"] = String(total);
       const put = cache.put(url, new Response(body, { headers }));
-      put.catch(() => {});
+      // A refusal (a quota error) stops the writes: the next one throws it.
+      let refused = null;
+      put.catch((err) => {
+        refused = err;
+        drained?.();
+      });
       return {
-        // A copy: the caller hands the chunk itself on to the engine.
-        write: async (chunk) => controller.enqueue(chunk.slice()),
+        // A copy (the caller hands the chunk itself on to the engine), and a wait while
+        // more than IN_FLIGHT_BYTES are queued, so a slow cache does not gather the file.
+        async write(chunk) {
+          if (refused) throw refused;
+          controller.enqueue(chunk.slice());
+          while (!refused && !(controller.desiredSize > 0)) await new Promise((resolve) => (drained = resolve));
+          if (refused) throw refused;
+        },
         async commit() {
           controller.close();
           await put;

@@ -381,7 +381,18 @@ test("where OPFS has no writable files, the model is cached in Cache Storage", {
       const second = await load();
       const listed = (await Stampo.cache.list()).filter((c) => c.url.endsWith(url));
       const deleted = await Stampo.cache.delete(url);
-      return { first, second, listed, deleted, after: (await Stampo.cache.list()).filter((c) => c.url.endsWith(url)) };
+      const after = (await Stampo.cache.list()).filter((c) => c.url.endsWith(url));
+      // A full disk: Cache.put refuses; the model still loads, uncached.
+      const put = Cache.prototype.put;
+      Cache.prototype.put = () => Promise.reject(new DOMException("the quota is exceeded", "QuotaExceededError"));
+      let full;
+      try {
+        full = await load();
+      } finally {
+        Cache.prototype.put = put;
+      }
+      const afterFull = (await Stampo.cache.list()).filter((c) => c.url.endsWith(url));
+      return { first, second, listed, deleted, after, full, afterFull };
     } finally {
       Object.defineProperty(proto, "createWritable", createWritable);
     }
@@ -389,12 +400,17 @@ test("where OPFS has no writable files, the model is cached in Cache Storage", {
   assert.deepEqual([out.first.source, out.first.store, out.first.cacheError], ["network", "cache-storage", null], JSON.stringify(out.first));
   assert.deepEqual([out.second.source, out.second.store], ["cache", "cache-storage"], JSON.stringify(out.second));
   assert.deepEqual(out.second.ids, out.first.ids);
-  assert.equal(server.requests.filter((r) => r === url).length, 1, "the second load asked the server nothing");
+  // The first load and the one the full disk left uncached; the second asked nothing.
+  assert.equal(server.requests.filter((r) => r === url).length, 2, "the second load asked the server nothing");
   assert.equal(out.listed.length, 1, JSON.stringify(out.listed));
   assert.equal(out.listed[0].store, "cache-storage");
   assert.equal(out.listed[0].bytes, 98362432);
   assert.ok(out.deleted);
   assert.deepEqual(out.after, []);
+  assert.equal(out.full.source, "network");
+  assert.match(out.full.cacheError ?? "", /QuotaExceededError/, JSON.stringify(out.full));
+  assert.deepEqual(out.full.ids, out.first.ids);
+  assert.deepEqual(out.afterFull, []);
   assert.deepEqual(pageErrors, []);
 });
 
