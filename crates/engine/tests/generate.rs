@@ -326,6 +326,16 @@ fn cancellation_from_the_callback_and_from_a_flag() {
     assert_eq!((out.stop, out.text.as_str()), (StopKind::Cancelled, "ab"));
 }
 
+/// A greedy run of `script` under `grammar` with `finish_in_budget` and `n_predict` tokens.
+fn run_finishing_in_budget(script: &[u32], grammar: &str, n_predict: u32) -> Output {
+    let mut model = ScriptedModel::new(script);
+    let mut c = gbnf(grammar);
+    let mut opts = options(Some(n_predict));
+    opts.finish_in_budget = true;
+    let (out, _) = run(&mut model, Some(&mut c), &mut greedy(), &opts);
+    out.expect("the run succeeds")
+}
+
 #[test]
 fn finish_inside_the_budget_closes_the_document() {
     // The model would write digits forever.
@@ -349,12 +359,7 @@ fn finish_inside_the_budget_closes_the_document() {
         );
         assert!(!out.text.ends_with(']'));
 
-        let mut model = ScriptedModel::new(&digits);
-        let mut c = gbnf(DIGITS);
-        let mut opts = options(Some(n_predict));
-        opts.finish_in_budget = true;
-        let (out, _) = run(&mut model, Some(&mut c), &mut greedy(), &opts);
-        let out = out.unwrap();
+        let out = run_finishing_in_budget(&digits, DIGITS, n_predict);
         assert!(out.tokens.len() <= n_predict as usize);
         assert!(
             out.text.ends_with(']'),
@@ -381,12 +386,7 @@ item ::= "x" | "{" "a"{40} "}""#;
         .map(u32::from)
         .collect();
     for n_predict in 4u32..120 {
-        let mut model = ScriptedModel::new(&script);
-        let mut c = gbnf(grammar);
-        let mut opts = options(Some(n_predict));
-        opts.finish_in_budget = true;
-        let (out, _) = run(&mut model, Some(&mut c), &mut greedy(), &opts);
-        let out = out.unwrap();
+        let out = run_finishing_in_budget(&script, grammar, n_predict);
         assert!(out.tokens.len() <= n_predict as usize);
         assert!(
             out.text.ends_with(']') && out.stop == StopKind::Eos,
