@@ -212,35 +212,24 @@ def run_outlines(cases, raw, special, eos, n_vocab, timeout_s):
         rec["compile_ms"] = (time.perf_counter() - t0) * 1e3
         buf = np.zeros((n_vocab + 31) // 32, dtype=np.uint32)
         allowed = lambda t: (int(buf[t // 32]) >> (t % 32)) & 1
-        times, rejected, accepted_invalid = [], 0, 0
-        for toks in c["valid"]:
+
+        def accepts(toks, times=None):
+            """Walks an instance (timing each mask into `times`); whether it may end there."""
             guide.reset()
-            ok = True
             for t in toks:
                 t0 = time.perf_counter()
                 guide.write_mask_into(buf.ctypes.data, buf.size, 4)
-                times.append((time.perf_counter() - t0) * 1e6)
+                if times is not None:
+                    times.append((time.perf_counter() - t0) * 1e6)
                 if not allowed(t):
-                    ok = False
-                    break
+                    return False
                 guide.advance(t)
-            if ok:
-                guide.write_mask_into(buf.ctypes.data, buf.size, 4)
-            if not (ok and allowed(eos)):
-                rejected += 1
-        for toks in c["invalid"]:
-            guide.reset()
-            ok = True
-            for t in toks:
-                guide.write_mask_into(buf.ctypes.data, buf.size, 4)
-                if not allowed(t):
-                    ok = False
-                    break
-                guide.advance(t)
-            if ok:
-                guide.write_mask_into(buf.ctypes.data, buf.size, 4)
-                if allowed(eos):
-                    accepted_invalid += 1
+            guide.write_mask_into(buf.ctypes.data, buf.size, 4)
+            return bool(allowed(eos))
+
+        times = []
+        rejected = sum(not accepts(toks, times) for toks in c["valid"])
+        accepted_invalid = sum(accepts(toks) for toks in c["invalid"])
         rec.update(mask_us=stats(times), valid_rejected=rejected, invalid_accepted=accepted_invalid)
         conn.send(rec)
 
