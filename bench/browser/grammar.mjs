@@ -12,15 +12,11 @@
 // app pays it. Not a test: numbers depend on the machine and its load.
 import { execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
-import { homedir } from "node:os";
 import { basename, dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
 import { launchChromium } from "../../tests/browser/chromium.mjs";
 import { serve } from "../../scripts/lib/static-server.mjs";
+import { root, wasmDir } from "./common.mjs";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
-const cache = process.env.STAMPO_CACHE ?? join(homedir(), ".cache/stampo");
-const wasmDir = process.env.STAMPO_WASM_DIR ?? join(cache, "wasm/release");
 const files = process.argv.slice(2).length > 0 ? process.argv.slice(2) : [
   join(root, "bench/grammar/out/cases-smollm2.json"),
   join(root, "bench/grammar/out/cases-qwen.json"),

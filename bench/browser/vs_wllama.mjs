@@ -14,44 +14,17 @@
 // Models from $STAMPO_MODELS (default ~/.cache/stampo/models); stampo's wasm from
 // $STAMPO_WASM_DIR (default ~/.cache/stampo/wasm/release); wllama from node_modules.
 import { existsSync, readFileSync, readdirSync } from "node:fs";
-import { homedir } from "node:os";
-import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { join } from "node:path";
 import { launchChromium } from "../../tests/browser/chromium.mjs";
-import { serve } from "../../scripts/lib/static-server.mjs";
+import { models, modelNames as names, PERSON_MESSAGES, personRequest, root, servePackage } from "./common.mjs";
 
-const root = join(dirname(fileURLToPath(import.meta.url)), "../..");
-const cache = process.env.STAMPO_CACHE ?? join(homedir(), ".cache/stampo");
-const models = process.env.STAMPO_MODELS ?? join(cache, "models");
-const wasmDir = process.env.STAMPO_WASM_DIR ?? join(cache, "wasm/release");
 const wllamaDir = join(root, "node_modules/@wllama/wllama/esm");
 const wllamaVersion = JSON.parse(readFileSync(join(wllamaDir, "../package.json"), "utf8")).version;
-const names = process.argv.slice(2).length > 0 ? process.argv.slice(2) : [
-  "SmolLM2-135M-Instruct.Q4_1.gguf",
-  "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-  "gemma-3-270m-q4_k_m.gguf",
-];
 
-const MESSAGES = [
-  { role: "system", content: "Estrai la persona dal testo come JSON." },
-  { role: "user", content: "Mi chiamo Giulia Rossi, ho 34 anni e vivo a Torino." },
-];
-const SCHEMA = {
-  type: "object",
-  properties: { nome: { type: "string" }, eta: { type: "integer" }, citta: { type: "string" } },
-  required: ["nome", "eta", "citta"],
-  additionalProperties: false,
-};
-const FREE = { messages: MESSAGES, temperature: 0, max_tokens: 64 };
-const CONSTRAINED = { ...FREE, response_format: { type: "json_schema", json_schema: { name: "persona", schema: SCHEMA } } };
+const FREE = { messages: PERSON_MESSAGES, temperature: 0, max_tokens: 64 };
+const CONSTRAINED = personRequest();
 
-const server = await serve({
-  "/pkg/wasm/": wasmDir,
-  "/pkg/": join(root, "pkg/src"),
-  "/wllama/": wllamaDir,
-  "/models/": models,
-  "/": join(root, "tests/browser/pages"),
-});
+const server = await servePackage({ "/wllama/": wllamaDir });
 /** The largest peak resident set (MiB) among Chromium's renderer processes, from /proc. */
 function rendererPeakMiB() {
   let peak = 0;
