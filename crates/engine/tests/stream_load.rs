@@ -42,12 +42,17 @@ fn streamed(file: &[u8], piece: usize, device: &Device) -> LoadedModel {
     load.finish(256).expect("the streamed file loads")
 }
 
+/// The default model's bytes, or `None` (a skip) where it has not been fetched.
+fn smollm2_file() -> Option<Vec<u8>> {
+    let path = common::smollm2_path()?;
+    Some(std::fs::read(&path).expect("the model file reads"))
+}
+
 #[test]
 fn streamed_model_equals_the_whole_file_model_on_cpu() {
-    let Some(path) = common::smollm2_path() else {
+    let Some(file) = smollm2_file() else {
         return;
     };
-    let file = std::fs::read(&path).expect("reads");
     let device = DeviceKind::Cpu.device().expect("cpu device");
     let whole = LoadedModel::load(&file, &device, 256).expect("loads");
     let want = first_logits(&whole);
@@ -67,13 +72,12 @@ fn streamed_model_equals_the_whole_file_model_on_cpu() {
 
 #[test]
 fn streamed_model_equals_the_whole_file_model_on_wgpu() {
-    let Some(path) = common::smollm2_path() else {
+    let Some(file) = smollm2_file() else {
         return;
     };
     let Some(device) = common::wgpu_device() else {
         return;
     };
-    let file = std::fs::read(&path).expect("reads");
     let whole = first_logits(&LoadedModel::load(&file, &device, 256).expect("loads"));
     let model = streamed(&file, 65_536, &device);
     assert_eq!(first_logits(&model), whole);
@@ -81,10 +85,9 @@ fn streamed_model_equals_the_whole_file_model_on_wgpu() {
 
 #[test]
 fn a_file_cut_short_names_the_tensor_it_stopped_in() {
-    let Some(path) = common::smollm2_path() else {
+    let Some(file) = smollm2_file() else {
         return;
     };
-    let file = std::fs::read(&path).expect("reads");
     let device = DeviceKind::Cpu.device().expect("cpu device");
     let mut load = StreamingLoad::new(&device);
     let cut = &file[..file.len() - 1000];

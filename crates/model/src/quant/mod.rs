@@ -50,13 +50,6 @@ pub trait QuantOps: Backend {
     ) -> FloatTensor<Self>;
 }
 
-/// A GGUF tensor's bytes as a device tensor of `u32` words (padded with zeros).
-pub fn blocks_tensor(bytes: &[u8], device: &Device) -> Tensor<1, Int> {
-    let mut words = vec![0u32; bytes.len().div_ceil(4)];
-    bytemuck::cast_slice_mut::<u32, u8>(&mut words)[..bytes.len()].copy_from_slice(bytes);
-    words_tensor(words, device)
-}
-
 /// Words filled in memory order from a file's bytes, as a device tensor. The words are read
 /// as little-endian (a no-op on wasm32 and x86-64); on the CPU device the vector becomes the
 /// tensor's storage without a copy.
