@@ -4,10 +4,13 @@ bench_masks -- CASES.json`).
 
 Steps:
 1. Read the vocabulary of a GGUF model (token strings, types, merges, eos) with the `gguf`
-   package and rebuild its byte-level BPE tokenizer with `tokenizers` (so instances are
-   tokenized as the model would).
+   package. Byte-level BPE (`tokenizer.ggml.model` "gpt2": SmolLM2, Qwen2.5): rebuild the
+   tokenizer with `tokenizers`. SentencePiece-style ("llama": Gemma 3): tokenize with
+   llama.cpp itself (`llama_cpp`, vocabulary only), the reference for these GGUFs.
 2. Pick MaskBench files (`{schema, tests: [{data, valid}]}`), serialise each instance
-   compactly (`json.dumps(separators=(",", ":"))`, key order as given) and tokenize it.
+   compactly (`json.dumps(separators=(",", ":"))`, key order as given) and tokenize it. An
+   instance whose tokens do not spell its bytes exactly is dropped and counted (printed, and
+   `dropped_instances` in both output files), never benchmarked on wrong tokens.
 3. Write CASES.json (vocabulary bytes + token sequences) for the Rust side.
 4. For each engine: compile time per schema; per-token mask time while walking each valid
    instance (mask computed before every token, then the token committed); how many valid
@@ -26,6 +29,7 @@ top of the engine), one thread, masks for one sequence (batch 1).
 import argparse
 import json
 import pathlib
+import re
 import statistics
 import time
 
@@ -59,13 +63,36 @@ def load_vocab(path):
     merges = strings(field("tokenizer.ggml.merges")) if field("tokenizer.ggml.merges") else []
     eos = int(field("tokenizer.ggml.eos_token_id").parts[-1][0])
     model = strings(field("tokenizer.ggml.model"))[0] if field("tokenizer.ggml.model") else "gpt2"
-    if model != "gpt2":
-        raise SystemExit(f"only gpt2-style (byte-level BPE) vocabularies are supported here, not {model}")
-    dec = byte_decoder()
     # token_type 3 = control, 2 = unknown, 5 = unused: never text.
     special = [i for i, t in enumerate(types) if t in (2, 3, 5)]
-    raw = [bytes(dec.get(c, ord("?")) for c in t) if types[i] != 4 else t.encode() for i, t in enumerate(tokens)]
-    return tokens, raw, special, merges, eos
+    if model == "gpt2":
+        dec = byte_decoder()
+        raw = [bytes(dec.get(c, ord("?")) for c in t) if types[i] != 4 else t.encode() for i, t in enumerate(tokens)]
+    elif model == "llama":
+        # A space prefix would make a token sequence spell " " + text, not the text the
+        # grammar sees; Gemma 3's GGUF sets it false. Refuse rather than bench skewed tokens.
+        prefix = field("tokenizer.ggml.add_space_prefix")
+        if prefix is not None and bool(prefix.parts[-1][0]):
+            raise SystemExit(f"{path}: tokenizer.ggml.add_space_prefix is set; not supported here")
+        raw = [spm_bytes(t, ty) for t, ty in zip(tokens, types)]
+    else:
+        raise SystemExit(f"only gpt2 (byte-level BPE) and llama (SentencePiece) vocabularies are supported, not {model}")
+    return tokens, raw, special, merges, eos, model
+
+
+def spm_bytes(text, ty):
+    """The bytes a SentencePiece token stands for, as llama.cpp's token_to_piece gives them:
+    byte tokens (type 6, `<0x0A>`) are that byte, user-defined ones (type 4) their text as
+    is, normal ones their text with '▁' (U+2581) as a space. Special tokens keep their text
+    (listed as special, so no engine treats it as text)."""
+    if ty == 6:
+        m = re.fullmatch(r"<0x([0-9A-Fa-f]{2})>", text)
+        if not m:
+            raise SystemExit(f"byte token {text!r} is not of the form <0xHH>")
+        return bytes([int(m[1], 16)])
+    if ty == 1:
+        return text.replace("\u2581", " ").encode()
+    return text.encode()
 
 
 def hf_tokenizer(tokens, merges):
@@ -77,6 +104,17 @@ def hf_tokenizer(tokens, merges):
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
     tok.decoder = decoders.ByteLevel()
     return tok
+
+
+def encoder(path, model, tokens, merges):
+    """`str -> token ids` as the model tokenizes text (no BOS, special-token text as text)."""
+    if model == "gpt2":
+        tok = hf_tokenizer(tokens, merges)
+        return lambda s: tok.encode(s).ids
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=path, vocab_only=True, verbose=False)
+    return lambda s: llm.tokenize(s.encode(), add_bos=False, special=False)
 
 
 def pick_files(root, per_subset):
@@ -136,7 +174,7 @@ def run_xgrammar(cases, raw, eos, n_vocab):
     return out
 
 
-def run_llguidance(cases, raw, special, eos, n_vocab, tok):
+def run_llguidance(cases, raw, special, eos, n_vocab, encode):
     import llguidance as llg
 
     class Wrap:
@@ -146,7 +184,7 @@ def run_llguidance(cases, raw, special, eos, n_vocab, tok):
         special_token_ids = special
 
         def __call__(self, s):
-            return tok.encode(s.decode("utf-8", "replace") if isinstance(s, bytes) else s).ids
+            return encode(s.decode("utf-8", "replace") if isinstance(s, bytes) else s)
 
     lt = llg.LLTokenizer(llg.TokenizerWrapper(Wrap()), n_vocab=n_vocab)
     buf = np.zeros((n_vocab + 31) // 32, dtype=np.uint32)
@@ -273,33 +311,48 @@ def main():
     ap.add_argument("--outlines-timeout", type=float, default=30.0, help="seconds per schema")
     a = ap.parse_args()
 
-    tokens, raw, special, merges, eos = load_vocab(a.model)
-    tok = hf_tokenizer(tokens, merges)
-    cases = []
+    tokens, raw, special, merges, eos, model = load_vocab(a.model)
+    encode = encoder(a.model, model, tokens, merges)
+
+    def tokenize(data):
+        """The instance's token ids, or None where they do not spell its UTF-8 bytes exactly
+        (a tokenizer or vocabulary mismatch: such tokens would bench the wrong text)."""
+        text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+        ids = encode(text)
+        return ids if b"".join(raw[i] for i in ids) == text.encode() else None
+
+    cases, dropped = [], 0
     for f in pick_files(a.maskbench, a.per_subset):
         d = json.loads(f.read_text())
-        enc = lambda v: tok.encode(json.dumps(v, separators=(",", ":"), ensure_ascii=False)).ids
+        tests = [(t["valid"], tokenize(t["data"])) for t in d["tests"]]
+        bad = sum(ids is None for _, ids in tests)
+        if bad:
+            print(f"WARNING: {f.parent.name}/{f.name}: {bad} instances dropped, their tokens do not spell them", flush=True)
+        dropped += bad
         cases.append({
             "name": f"{f.parent.name}/{f.name}",
             "schema": d["schema"],
-            "valid": [enc(t["data"]) for t in d["tests"] if t["valid"]],
-            "invalid": [enc(t["data"]) for t in d["tests"] if not t["valid"]],
+            "valid": [ids for valid, ids in tests if valid and ids is not None],
+            "invalid": [ids for valid, ids in tests if not valid and ids is not None],
         })
+    print(f"{len(cases)} files, {dropped} instances dropped (tokens not spelling the text)", flush=True)
     pathlib.Path(a.cases).parent.mkdir(parents=True, exist_ok=True)
     pathlib.Path(a.cases).write_text(json.dumps({
         "model": pathlib.Path(a.model).name,
         "vocab_hex": [t.hex() for t in raw],
         "special": special,
         "eos": [eos],
+        "dropped_instances": dropped,
         "cases": cases,
     }))
-    result = {"model": pathlib.Path(a.model).name, "n_vocab": len(raw), "files": len(cases), "engines": {}}
+    result = {"model": pathlib.Path(a.model).name, "n_vocab": len(raw), "files": len(cases),
+              "dropped_instances": dropped, "engines": {}}
     for engine in a.engines.split(","):
         t0 = time.perf_counter()
         if engine == "xgrammar":
             recs = run_xgrammar(cases, raw, eos, len(raw))
         elif engine == "llguidance":
-            recs = run_llguidance(cases, raw, special, eos, len(raw), tok)
+            recs = run_llguidance(cases, raw, special, eos, len(raw), encode)
         elif engine == "outlines":
             recs = run_outlines(cases, raw, special, eos, len(raw), a.outlines_timeout)
         else:
