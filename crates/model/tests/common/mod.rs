@@ -106,3 +106,44 @@ pub fn argmax(v: &[f32]) -> u32 {
     }
     best as u32
 }
+
+/// How far llama.cpp agrees with itself on one model (`self_agreement.py`): its greedy choices
+/// without repacked weights, teacher-forced on the fixture's tokens.
+#[derive(Debug, Deserialize)]
+pub struct SelfAgreement {
+    pub disagreements: Vec<SelfDisagreement>,
+    /// The largest |difference| of the first-position top-20 logits between the two builds.
+    pub top20_max_abs: f32,
+}
+
+/// A step where llama.cpp's two builds choose different tokens.
+#[derive(Debug, Deserialize)]
+pub struct SelfDisagreement {
+    pub prompt: usize,
+    pub step: usize,
+}
+
+/// The self-agreement record of model `file`, with the same skip-or-fail rule as `fixture`.
+pub fn self_agreement(file: &str) -> Option<SelfAgreement> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/model/llama-self-agreement.json");
+    let records: Option<std::collections::BTreeMap<String, SelfAgreement>> =
+        std::fs::read_to_string(&path).ok().map(|text| {
+            serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        });
+    match records.and_then(|mut r| r.remove(file)) {
+        Some(record) => Some(record),
+        None => {
+            assert!(
+                std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() != Ok("1"),
+                "no record of {file} in {} and STAMPO_REQUIRE_FIXTURES=1",
+                path.display()
+            );
+            println!(
+                "SKIPPED: {file} has no record in {} (run tests/fixtures/model/self_agreement.py)",
+                path.display()
+            );
+            None
+        }
+    }
+}
