@@ -101,26 +101,33 @@ pub fn dot_f32_portable(w: &[f32], x: &[f32]) -> f32 {
 pub fn dot_raw(format: QuantFormat, row: &[u8], acts: &QuantizedActs, t: usize) -> Option<f32> {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
+        if !matches!(
+            format,
+            QuantFormat::Q8_0
+                | QuantFormat::Q4_1
+                | QuantFormat::Q5_0
+                | QuantFormat::Q4K
+                | QuantFormat::Q6K
+        ) {
+            return None;
+        }
         // A block of 32 reads the first of its two groups' scales (and both groups' sums).
-        // SAFETY: AVX2 and FMA were detected on this CPU at run time.
-        return match format {
-            QuantFormat::Q8_0 => {
-                Some(unsafe { x86::dot_q8_0_avx2(row, acts.row_q(t), acts.row_d(t)) })
+        let (q, d) = (acts.row_q(t), acts.row_d(t));
+        // SAFETY: AVX2 and FMA were detected on this CPU at run time, and AVX-VNNI where
+        // `vnni` is set.
+        let vnni = has_vnni();
+        return Some(unsafe {
+            match format {
+                QuantFormat::Q8_0 if vnni => x86::vnni::dot_q8_0(row, q, d),
+                QuantFormat::Q8_0 => x86::avx2::dot_q8_0(row, q, d),
+                QuantFormat::Q4_1 if vnni => x86::vnni::dot_q4_1(row, q, d, acts.row_sum(t)),
+                QuantFormat::Q4_1 => x86::avx2::dot_q4_1(row, q, d, acts.row_sum(t)),
+                QuantFormat::Q5_0 if vnni => x86::vnni::dot_q5_0(row, q, d),
+                QuantFormat::Q5_0 => x86::avx2::dot_q5_0(row, q, d),
+                QuantFormat::Q4K => x86::dot_q4_k_avx2(row, q, d),
+                _ => x86::dot_q6_k_avx2(row, q, d),
             }
-            QuantFormat::Q4_1 => Some(unsafe {
-                x86::dot_q4_1_avx2(row, acts.row_q(t), acts.row_d(t), acts.row_sum(t))
-            }),
-            QuantFormat::Q5_0 => {
-                Some(unsafe { x86::dot_q5_0_avx2(row, acts.row_q(t), acts.row_d(t)) })
-            }
-            QuantFormat::Q4K => {
-                Some(unsafe { x86::dot_q4_k_avx2(row, acts.row_q(t), acts.row_d(t)) })
-            }
-            QuantFormat::Q6K => {
-                Some(unsafe { x86::dot_q6_k_avx2(row, acts.row_q(t), acts.row_d(t)) })
-            }
-            _ => None,
-        };
+        });
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     return match format {
@@ -309,6 +316,15 @@ fn has_avx2() -> bool {
     })
 }
 
+/// AVX-VNNI (the 256-bit `vpdpbusd`), besides AVX2 and FMA. Never AMX: this VM advertises it
+/// and faults on it.
+#[cfg(target_arch = "x86_64")]
+fn has_vnni() -> bool {
+    use std::sync::OnceLock;
+    static VNNI: OnceLock<bool> = OnceLock::new();
+    *VNNI.get_or_init(|| has_avx2() && std::arch::is_x86_feature_detected!("avxvnni"))
+}
+
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::{GROUP, IntRows};
@@ -367,115 +383,149 @@ mod x86 {
         total + offsets_avx2(rows.woffset, rows.xsum)
     }
 
-    /// Q8_0 blocks (`f16` scale, 32 signed bytes) against 8-bit activations.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn dot_q8_0_avx2(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
-        let f16 = f16_table();
-        let ones = _mm256_set1_epi16(1);
-        let mut acc = _mm256_setzero_ps();
-        for ((block, x), d) in row
-            .chunks_exact(34)
-            .zip(xq.chunks_exact(32))
-            .zip(xd.chunks_exact(2))
-        {
-            // SAFETY: `block[2..]` and `x` hold 32 bytes each; loads are unaligned.
-            let (w, x) = unsafe {
-                (
-                    _mm256_loadu_si256(block.as_ptr().add(2).cast()),
-                    _mm256_loadu_si256(x.as_ptr().cast()),
-                )
-            };
-            let prod = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-            let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
-            let scale = f16_at(f16, block, 0) * d[0];
-            acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(scale), acc);
-        }
-        hsum(acc)
+    /// Four adjacent products of unsigned bytes `a` with signed bytes `b`, summed into each
+    /// `i32` lane: `maddubs` then `madd`. `maddubs` saturates its `i16` pair sums, which the
+    /// callers' operands never reach: `a` is a nibble or a magnitude of at most 128 and `b` an
+    /// activation rounded to −127…127, so a pair is at most 2·128·127 = 32,512 in size.
+    #[target_feature(enable = "avx2")]
+    fn mul_sum_madd(a: __m256i, b: __m256i) -> __m256i {
+        _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1))
     }
 
-    /// Q4_1 blocks (`f16` scale and min, 16 bytes of nibbles: values 0–15 low, 16–31 high)
-    /// against 8-bit activations with their scaled sums (`q8_1`).
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn dot_q4_1_avx2(row: &[u8], xq: &[i8], xd: &[f32], xsum: &[f32]) -> f32 {
-        let f16 = f16_table();
-        let ones = _mm256_set1_epi16(1);
-        let low = _mm_set1_epi8(0x0F);
-        let mut acc = _mm256_setzero_ps();
-        let mut mins = _mm256_setzero_ps();
-        for (((block, x), d), s) in row
-            .chunks_exact(20)
-            .zip(xq.chunks_exact(32))
-            .zip(xd.chunks_exact(2))
-            .zip(xsum.chunks_exact(2))
-        {
-            // SAFETY: `block[4..]` holds 16 bytes and `x` 32; loads are unaligned.
-            let (packed, x) = unsafe {
-                (
-                    _mm_loadu_si128(block.as_ptr().add(4).cast()),
-                    _mm256_loadu_si256(x.as_ptr().cast()),
-                )
-            };
-            let lo = _mm_and_si128(packed, low);
-            let hi = _mm_and_si128(_mm_srli_epi16::<4>(packed), low);
-            let w = _mm256_set_m128i(hi, lo);
-            let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones));
-            let dw = f16_at(f16, block, 0);
-            let mw = f16_at(f16, block, 2);
-            acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * d[0]), acc);
-            // The min times the activations' sum, in lane 0 (kept off the scalar chain).
-            mins = _mm256_fmadd_ps(
-                _mm256_set_ps(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, mw),
-                _mm256_set1_ps(s[0] + s[1]),
-                mins,
-            );
-        }
-        hsum(_mm256_add_ps(acc, mins))
+    /// The same sums in one AVX-VNNI instruction (`vpdpbusd`), as ggml uses where the CPU has
+    /// it; the integers are identical, so the results are bit for bit those of `avx2`.
+    #[target_feature(enable = "avx2,avxvnni")]
+    fn mul_sum_vnni(a: __m256i, b: __m256i) -> __m256i {
+        _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), a, b)
     }
 
-    /// Q5_0 blocks against 8-bit activations, as ggml's AVX2 kernel: the fifth bits spread
-    /// to bytes, `0xF0` or'ed into the nibbles whose bit is clear (so the byte reads as
-    /// `nibble - 16` when signed), then the signed dot of [`dot_q8_0_avx2`].
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn dot_q5_0_avx2(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
-        let blocks = (row.len() / 22).min(xq.len() / 32).min(xd.len() / 2);
-        let f16 = f16_table();
-        let ones = _mm256_set1_epi16(1);
-        let low = _mm_set1_epi8(0x0F);
-        // Byte j of the spread picks byte j / 8 of the bits; or'ing all bits but j % 8 and
-        // comparing with all-ones tests bit j.
-        let pick = _mm256_set_epi64x(
-            0x0303_0303_0303_0303,
-            0x0202_0202_0202_0202,
-            0x0101_0101_0101_0101,
-            0,
-        );
-        let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
-        let all = _mm256_set1_epi64x(-1);
-        let high_clear = _mm256_set1_epi8(0xF0u8 as i8);
-        let mut acc = _mm256_setzero_ps();
-        for b in 0..blocks {
-            let block = &row[22 * b..22 * b + 22];
-            let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
-            // SAFETY: 16 nibble bytes from 6 in the block, 32 of `xq` from `32 b`.
-            let (packed, x) = unsafe {
-                (
-                    _mm_loadu_si128(block.as_ptr().add(6).cast()),
-                    _mm256_loadu_si256(xq.as_ptr().add(32 * b).cast()),
-                )
-            };
-            let nibbles = _mm256_set_m128i(
-                _mm_and_si128(_mm_srli_epi16::<4>(packed), low),
-                _mm_and_si128(packed, low),
-            );
-            let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), pick);
-            let set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), all);
-            let w = _mm256_or_si256(nibbles, _mm256_andnot_si256(set, high_clear));
-            let prod = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-            let sums = _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, ones));
-            let scale = f16_at(f16, block, 0) * xd[2 * b];
-            acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(scale), acc);
-        }
-        hsum(acc)
+    /// The fused kernels whose inner step is [`mul_sum_madd`] (or its VNNI form), written once
+    /// and built for both feature sets.
+    macro_rules! byte_dot_kernels {
+        ($features:literal, $mul_sum:ident) => {
+            /// Q8_0 blocks (`f16` scale, 32 signed bytes) against 8-bit activations.
+            #[target_feature(enable = $features)]
+            pub(in crate::dot) fn dot_q8_0(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+                let f16 = f16_table();
+                let mut acc = _mm256_setzero_ps();
+                for ((block, x), d) in row
+                    .chunks_exact(34)
+                    .zip(xq.chunks_exact(32))
+                    .zip(xd.chunks_exact(2))
+                {
+                    // SAFETY: `block[2..]` and `x` hold 32 bytes each; loads are unaligned.
+                    let (w, x) = unsafe {
+                        (
+                            _mm256_loadu_si256(block.as_ptr().add(2).cast()),
+                            _mm256_loadu_si256(x.as_ptr().cast()),
+                        )
+                    };
+                    let sums = _mm256_cvtepi32_ps($mul_sum(
+                        _mm256_sign_epi8(w, w),
+                        _mm256_sign_epi8(x, w),
+                    ));
+                    let scale = f16_at(f16, block, 0) * d[0];
+                    acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(scale), acc);
+                }
+                hsum(acc)
+            }
+
+            /// Q4_1 blocks (`f16` scale and min, 16 bytes of nibbles: values 0–15 low, 16–31 high)
+            /// against 8-bit activations with their scaled sums (`q8_1`).
+            #[target_feature(enable = $features)]
+            pub(in crate::dot) fn dot_q4_1(row: &[u8], xq: &[i8], xd: &[f32], xsum: &[f32]) -> f32 {
+                let low = _mm_set1_epi8(0x0F);
+                let f16 = f16_table();
+                let mut acc = _mm256_setzero_ps();
+                let mut mins = _mm256_setzero_ps();
+                for (((block, x), d), s) in row
+                    .chunks_exact(20)
+                    .zip(xq.chunks_exact(32))
+                    .zip(xd.chunks_exact(2))
+                    .zip(xsum.chunks_exact(2))
+                {
+                    // SAFETY: `block[4..]` holds 16 bytes and `x` 32; loads are unaligned.
+                    let (packed, x) = unsafe {
+                        (
+                            _mm_loadu_si128(block.as_ptr().add(4).cast()),
+                            _mm256_loadu_si256(x.as_ptr().cast()),
+                        )
+                    };
+                    let lo = _mm_and_si128(packed, low);
+                    let hi = _mm_and_si128(_mm_srli_epi16::<4>(packed), low);
+                    let w = _mm256_set_m128i(hi, lo);
+                    let sums = _mm256_cvtepi32_ps($mul_sum(w, x));
+                    let (dw, mw) = (f16_at(f16, block, 0), f16_at(f16, block, 2));
+                    acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * d[0]), acc);
+                    // The min times the activations' sum, in lane 0 (kept off the scalar chain).
+                    mins = _mm256_fmadd_ps(
+                        _mm256_set_ps(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, mw),
+                        _mm256_set1_ps(s[0] + s[1]),
+                        mins,
+                    );
+                }
+                hsum(_mm256_add_ps(acc, mins))
+            }
+
+            /// Q5_0 blocks against 8-bit activations, as ggml's AVX2 kernel: the fifth bits spread
+            /// to bytes, `0xF0` or'ed into the nibbles whose bit is clear (so the byte reads as
+            /// `nibble - 16` when signed), then the signed dot of `dot_q8_0`.
+            #[target_feature(enable = $features)]
+            pub(in crate::dot) fn dot_q5_0(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+                let blocks = (row.len() / 22).min(xq.len() / 32).min(xd.len() / 2);
+                let low = _mm_set1_epi8(0x0F);
+                // Byte j of the spread picks byte j / 8 of the bits; or'ing all bits but j % 8 and
+                // comparing with all-ones tests bit j.
+                let pick = _mm256_set_epi64x(
+                    0x0303_0303_0303_0303,
+                    0x0202_0202_0202_0202,
+                    0x0101_0101_0101_0101,
+                    0,
+                );
+                let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
+                let all = _mm256_set1_epi64x(-1);
+                let high_clear = _mm256_set1_epi8(0xF0u8 as i8);
+                let f16 = f16_table();
+                let mut acc = _mm256_setzero_ps();
+                for b in 0..blocks {
+                    let block = &row[22 * b..22 * b + 22];
+                    let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+                    // SAFETY: 16 nibble bytes from 6 in the block, 32 of `xq` from `32 b`.
+                    let (packed, x) = unsafe {
+                        (
+                            _mm_loadu_si128(block.as_ptr().add(6).cast()),
+                            _mm256_loadu_si256(xq.as_ptr().add(32 * b).cast()),
+                        )
+                    };
+                    let nibbles = _mm256_set_m128i(
+                        _mm_and_si128(_mm_srli_epi16::<4>(packed), low),
+                        _mm_and_si128(packed, low),
+                    );
+                    let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), pick);
+                    let set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), all);
+                    let w = _mm256_or_si256(nibbles, _mm256_andnot_si256(set, high_clear));
+                    let sums = _mm256_cvtepi32_ps($mul_sum(
+                        _mm256_sign_epi8(w, w),
+                        _mm256_sign_epi8(x, w),
+                    ));
+                    let scale = f16_at(f16, block, 0) * xd[2 * b];
+                    acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(scale), acc);
+                }
+                hsum(acc)
+            }
+        };
+    }
+
+    /// With AVX2 and FMA.
+    pub(super) mod avx2 {
+        use super::*;
+        byte_dot_kernels!("avx2,fma", mul_sum_madd);
+    }
+
+    /// With AVX-VNNI as well.
+    pub(super) mod vnni {
+        use super::*;
+        byte_dot_kernels!("avx2,fma,avxvnni", mul_sum_vnni);
     }
 
     /// Q4_K against Q8_K, as [`super::dot_q4_k_portable`] computes it: per 32-value chunk,
@@ -759,5 +809,64 @@ mod wasm {
             i += 1;
         }
         total
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::{has_vnni, x86};
+    use crate::QuantFormat;
+    use crate::act::QuantizedActs;
+    use crate::sample::{Rng, random_matrix};
+
+    /// The VNNI build of each byte-dot kernel gives the AVX2 build's result bit for bit, with
+    /// extreme activations (a row with one large value rounds the others to ±127 and 0).
+    #[test]
+    fn vnni_kernels_equal_the_avx2_ones_bit_for_bit() {
+        if !has_vnni() {
+            println!("SKIPPED: this CPU has no AVX-VNNI");
+            return;
+        }
+        let mut rng = Rng(11);
+        for cols in [32usize, 256, 768] {
+            for scale in [1.0f32, 1000.0] {
+                let x: Vec<f32> = (0..cols)
+                    .map(|i| {
+                        if i % 17 == 0 {
+                            scale
+                        } else {
+                            rng.float() - 0.5
+                        }
+                    })
+                    .collect();
+                for format in [QuantFormat::Q8_0, QuantFormat::Q4_1, QuantFormat::Q5_0] {
+                    let row = random_matrix(format, 1, cols, &mut rng);
+                    let acts = QuantizedActs::encode(format.activation(), &x, cols);
+                    let (q, d, sum) = (acts.row_q(0), acts.row_d(0), acts.row_sum(0));
+                    // SAFETY: AVX2, FMA and AVX-VNNI were detected (has_vnni).
+                    let (a, b) = unsafe {
+                        match format {
+                            QuantFormat::Q8_0 => (
+                                x86::avx2::dot_q8_0(&row, q, d),
+                                x86::vnni::dot_q8_0(&row, q, d),
+                            ),
+                            QuantFormat::Q4_1 => (
+                                x86::avx2::dot_q4_1(&row, q, d, sum),
+                                x86::vnni::dot_q4_1(&row, q, d, sum),
+                            ),
+                            _ => (
+                                x86::avx2::dot_q5_0(&row, q, d),
+                                x86::vnni::dot_q5_0(&row, q, d),
+                            ),
+                        }
+                    };
+                    assert_eq!(
+                        a.to_bits(),
+                        b.to_bits(),
+                        "{format}, {cols} columns: {a} vs {b}"
+                    );
+                }
+            }
+        }
     }
 }
