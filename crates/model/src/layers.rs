@@ -263,24 +263,22 @@ impl Attention {
         let (keys, values) = cache.append(k, v, start);
         let total = start + tokens;
         let group = h / kvh;
-        let expand = |t: Tensor<3>| {
-            t.unsqueeze_dim::<4>(1)
-                .expand([kvh, group, total, hd])
-                .reshape([h, total, hd])
-        };
-        let (keys, values) = (expand(keys), expand(values));
+        // Grouped-query attention without copying the cache per query head: query head `j`
+        // reads kv head `j / group`, so the `group` query heads of a kv head (all their
+        // tokens) are rows of one matrix against that kv head's keys and values.
         // llama.cpp's CPU attention (without flash attention) multiplies the f16 cache by
         // Q converted to f16, and the f16 V cache by the probabilities converted to f16;
         // rounding the same two operands keeps our logits within hundredths of its logits.
-        let q = round_through_f16(q);
+        let q = round_through_f16(q).reshape([kvh, group * tokens, hd]);
         let scores = q.matmul(keys.swap_dims(1, 2)) * self.scale;
         let mask = attention_mask(start, tokens, self.window, &scores.device());
-        let scores = scores.mask_fill(
-            mask.unsqueeze::<3>().expand([h, tokens, total]),
-            f32::NEG_INFINITY,
-        );
+        let mask = mask
+            .unsqueeze::<4>()
+            .expand([kvh, group, tokens, total])
+            .reshape([kvh, group * tokens, total]);
+        let scores = scores.mask_fill(mask, f32::NEG_INFINITY);
         let probs = round_through_f16(softmax(scores, 2));
-        let out = probs.matmul(values);
+        let out = probs.matmul(values).reshape([h, tokens, hd]);
         self.o
             .forward(out.swap_dims(0, 1).reshape([tokens, h * hd]))
     }
