@@ -338,7 +338,7 @@ fn gemma3_wgpu() {
 }
 
 #[test]
-#[ignore = "about 5 to 15 minutes a model on lavapipe; CI runs the first prompts (smollm2_wgpu …)"]
+#[ignore = "12 to 26 minutes a model on lavapipe; CI runs the first prompts (smollm2_wgpu …)"]
 fn smollm2_wgpu_all() {
     check_fidelity(
         "SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -349,7 +349,7 @@ fn smollm2_wgpu_all() {
 }
 
 #[test]
-#[ignore = "about 5 to 15 minutes a model on lavapipe; CI runs the first prompts (qwen2_wgpu …)"]
+#[ignore = "12 to 26 minutes a model on lavapipe; CI runs the first prompts (qwen2_wgpu …)"]
 fn qwen2_wgpu_all() {
     check_fidelity(
         "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
@@ -360,7 +360,7 @@ fn qwen2_wgpu_all() {
 }
 
 #[test]
-#[ignore = "about 5 to 15 minutes a model on lavapipe; CI runs the first prompts (gemma3_wgpu …)"]
+#[ignore = "12 to 26 minutes a model on lavapipe; CI runs the first prompts (gemma3_wgpu …)"]
 fn gemma3_wgpu_all() {
     check_fidelity(
         "gemma-3-270m-q4_k_m.gguf",
