@@ -101,33 +101,27 @@ pub fn dot_f32_portable(w: &[f32], x: &[f32]) -> f32 {
 pub fn dot_raw(format: QuantFormat, row: &[u8], acts: &QuantizedActs, t: usize) -> Option<f32> {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
-        if !matches!(
-            format,
-            QuantFormat::Q8_0
-                | QuantFormat::Q4_1
-                | QuantFormat::Q5_0
-                | QuantFormat::Q4K
-                | QuantFormat::Q6K
-        ) {
-            return None;
-        }
         // A block of 32 reads the first of its two groups' scales (and both groups' sums).
-        let (q, d) = (acts.row_q(t), acts.row_d(t));
+        // Formats without a fused kernel have no 8-bit activations to slice.
+        let (q, d) = (|| acts.row_q(t), || acts.row_d(t));
+        let vnni = has_vnni();
         // SAFETY: AVX2 and FMA were detected on this CPU at run time, and AVX-VNNI where
         // `vnni` is set.
-        let vnni = has_vnni();
-        return Some(unsafe {
+        return unsafe {
             match format {
-                QuantFormat::Q8_0 if vnni => x86::vnni::dot_q8_0(row, q, d),
-                QuantFormat::Q8_0 => x86::avx2::dot_q8_0(row, q, d),
-                QuantFormat::Q4_1 if vnni => x86::vnni::dot_q4_1(row, q, d, acts.row_sum(t)),
-                QuantFormat::Q4_1 => x86::avx2::dot_q4_1(row, q, d, acts.row_sum(t)),
-                QuantFormat::Q5_0 if vnni => x86::vnni::dot_q5_0(row, q, d),
-                QuantFormat::Q5_0 => x86::avx2::dot_q5_0(row, q, d),
-                QuantFormat::Q4K => x86::dot_q4_k_avx2(row, q, d),
-                _ => x86::dot_q6_k_avx2(row, q, d),
+                QuantFormat::Q8_0 if vnni => Some(x86::vnni::dot_q8_0(row, q(), d())),
+                QuantFormat::Q8_0 => Some(x86::avx2::dot_q8_0(row, q(), d())),
+                QuantFormat::Q4_1 if vnni => {
+                    Some(x86::vnni::dot_q4_1(row, q(), d(), acts.row_sum(t)))
+                }
+                QuantFormat::Q4_1 => Some(x86::avx2::dot_q4_1(row, q(), d(), acts.row_sum(t))),
+                QuantFormat::Q5_0 if vnni => Some(x86::vnni::dot_q5_0(row, q(), d())),
+                QuantFormat::Q5_0 => Some(x86::avx2::dot_q5_0(row, q(), d())),
+                QuantFormat::Q4K => Some(x86::dot_q4_k_avx2(row, q(), d())),
+                QuantFormat::Q6K => Some(x86::dot_q6_k_avx2(row, q(), d())),
+                _ => None,
             }
-        });
+        };
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     return match format {
