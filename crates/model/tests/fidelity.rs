@@ -194,12 +194,14 @@ fn check_fidelity(file: &str, device: DeviceKind, walk: Walk, prompts: usize) {
     // with the full walk only (it is another 130-token pass). Measured before any assertion,
     // so that a failing run still reports everything.
     let full = prompts.len() == fx.prompts.len();
-    let ppl = full.then(|| perplexity(&model, &mut cache, &fx.perplexity.ids));
-    if let Some(ppl) = ppl {
+    let ppl = full.then(|| {
+        let ppl = perplexity(&model, &mut cache, &fx.perplexity.ids);
+        (ppl, (ppl - fx.perplexity.ppl).abs() / fx.perplexity.ppl)
+    });
+    if let Some((ppl, rel)) = ppl {
         println!(
-            "{file}: perplexity {ppl:.4} vs llama.cpp {:.4} (relative difference {:.5})",
-            fx.perplexity.ppl,
-            (ppl - fx.perplexity.ppl).abs() / fx.perplexity.ppl
+            "{file}: perplexity {ppl:.4} vs llama.cpp {:.4} (relative difference {rel:.5})",
+            fx.perplexity.ppl
         );
     }
     let beyond: Vec<_> = disagreements
@@ -241,8 +243,7 @@ fn check_fidelity(file: &str, device: DeviceKind, walk: Walk, prompts: usize) {
         "top-20 logits differ by up to {max_abs} (tolerance {tolerance})"
     );
 
-    if let Some(ppl) = ppl {
-        let rel = (ppl - fx.perplexity.ppl).abs() / fx.perplexity.ppl;
+    if let Some((ppl, rel)) = ppl {
         assert!(
             rel <= PERPLEXITY_TOLERANCE,
             "perplexity {ppl} vs llama.cpp {}",

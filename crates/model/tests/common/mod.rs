@@ -112,8 +112,6 @@ pub fn argmax(v: &[f32]) -> u32 {
 #[derive(Debug, Deserialize)]
 pub struct SelfAgreement {
     pub disagreements: Vec<SelfDisagreement>,
-    /// The largest |difference| of the first-position top-20 logits between the two builds.
-    pub top20_max_abs: f32,
 }
 
 /// A step where llama.cpp's two builds choose different tokens.
