@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The model's speed on a real GPU, for a lent device machine that has no Rust, no network and
+# room for 64 MiB of inputs. Prepare here (x86-64 Linux), then run it there from the repo root:
+#
+#   bench/model/gpu.sh prepare      # builds, strips and packs into .dev/ (git-ignored)
+#   bench/model/gpu.sh run [all|models]   # on the device machine; results under $OUT (or ./gpu-out)
+#
+# What it carries: the stripped `bench` and `kernel_bandwidth` examples and the wgpu kernel
+# tests (`device_kernels`, `fused_kernels`), xz-compressed, and each default model as a skeleton
+# (bench/model/skeleton.py: the real header and tensor table, weights repeated from each
+# tensor's first blocks). The skeletons do the real model's work but their output is not text:
+# these runs measure speed, and the two tests check the kernels' arithmetic on that GPU.
+# Vulkan's loader comes from Debian's libvulkan1, unpacked from .gl/ (see the device tool's
+# notes); the driver is the machine's own.
+set -uo pipefail
+
+MODELS=(SmolLM2-135M-Instruct.Q4_1 qwen2.5-coder-0.5b-instruct-q4_k_m gemma-3-270m-q4_k_m)
+
+prepare() {
+    set -e
+    # shellcheck source=/dev/null
+    source scripts/env.sh
+    local target=$CARGO_TARGET_DIR
+    cargo build --release -p stampo-cli -p stampo-model --example kernel_bandwidth --example bench
+    cargo test --workspace --test device_kernels --test fused_kernels --no-run
+    mkdir -p .dev
+    rm -f .dev/*.xz
+    cp "$target/release/examples/bench" "$target/release/examples/kernel_bandwidth" .dev/
+    for t in device_kernels fused_kernels; do
+        cp "$(ls -t "$target"/debug/deps/$t-* | grep -v '\.d$' | head -1)" .dev/$t
+    done
+    strip .dev/bench .dev/kernel_bandwidth .dev/device_kernels .dev/fused_kernels
+    xz -T2 -6 .dev/bench .dev/kernel_bandwidth .dev/device_kernels .dev/fused_kernels
+    for m in "${MODELS[@]}"; do
+        "$STAMPO_CACHE/venv/bin/python" bench/model/skeleton.py shrink \
+            "$STAMPO_CACHE/models/$m.gguf" ".dev/$m.skel"
+    done
+    du -sh .dev
+}
+
+run() {
+    local out=${OUT:-gpu-out}
+    mkdir -p "$out"
+    for f in .gl/*.deb; do dpkg -x "$f" /; done
+    ldconfig
+    local icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+    [ -f "$icd" ] && export VK_DRIVER_FILES=$icd
+    nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv
+    local bin=/tmp/stampo-bin
+    mkdir -p $bin /tmp/models
+    for b in bench kernel_bandwidth device_kernels fused_kernels; do
+        python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
+            ".dev/$b.xz" "$bin/$b" && chmod +x "$bin/$b"
+    done
+    for m in "${MODELS[@]}"; do
+        python3 bench/model/skeleton.py expand ".dev/$m.skel" "/tmp/models/$m.gguf"
+    done
+
+    echo "== kernels against the scalar reference on this GPU"
+    for t in device_kernels fused_kernels; do
+        STAMPO_REQUIRE_WGPU=1 timeout 120 $bin/$t --test-threads 1 2>&1 | tee "$out/$t.log" | grep -v XDG_RUNTIME
+    done
+
+    if [ "${1:-all}" = all ]; then
+        echo "== quantised matmul bandwidth"
+        timeout 200 $bin/kernel_bandwidth wgpu 512 2>/dev/null | tee "$out/kernels.jsonl"
+    fi
+
+    echo "== models (skeletons): wgpu, then the CPU with 16 threads"
+    : >"$out/models.jsonl"
+    for m in "${MODELS[@]}"; do
+        for shape in "128 128" "512 32"; do
+            # shellcheck disable=SC2086
+            timeout 60 $bin/bench "/tmp/models/$m.gguf" $shape wgpu 2>/dev/null | tee -a "$out/models.jsonl"
+        done
+        STAMPO_THREADS=16 timeout 60 $bin/bench "/tmp/models/$m.gguf" 128 64 cpu 2>/dev/null | tee -a "$out/models.jsonl"
+    done
+
+    echo "== per-kernel device times, SmolLM2, 16 + 8 tokens (CubeCL's profiler syncs each launch)"
+    CUBECL_DEBUG_LOG="$out/profile.log" timeout 60 $bin/bench "/tmp/models/${MODELS[0]}.gguf" 16 8 wgpu >/dev/null 2>&1
+    ls -la "$out/profile.log"
+}
+
+case "${1:-}" in
+prepare) prepare ;;
+run) run "${2:-all}" ;;
+*)
+    echo "usage: $0 prepare|run" >&2
+    exit 2
+    ;;
+esac
