@@ -2,9 +2,10 @@
 //! grouped-query attention over a preallocated KV cache, and the gated MLP.
 
 use burn::module::{Module, Param};
-use burn::tensor::activation::{gelu_approximate, softmax};
+use burn::tensor::activation::softmax;
 use burn::tensor::{Bool, DType, Device, FloatDType, Tensor, TensorData};
 
+use crate::fused;
 use crate::quant::QLinear;
 
 /// Root-mean-square normalisation with a learned scale (ggml's `rms_norm` then `mul`).
@@ -29,20 +30,7 @@ impl RmsNorm {
     /// # Shapes
     /// - `x`: `[..., dim]`, output the same.
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
-        // ggml squares in f32 and sums in f64; an f32 sum rounds differently in the last bit,
-        // enough to flip an 8-bit activation quant now and then.
-        // WebGPU has no f64: there the sum stays in f32.
-        let squares = x.clone().square();
-        let ms = if squares.device().supports_dtype(DType::F64) {
-            squares
-                .cast(FloatDType::F64)
-                .mean_dim(D - 1)
-                .cast(FloatDType::F32)
-        } else {
-            squares.mean_dim(D - 1)
-        };
-        let x = x * (ms + self.eps).sqrt().recip();
-        x * self.weight.val().unsqueeze::<D>()
+        fused::rms_norm(x, self.weight.val(), self.eps as f32)
     }
 }
 
@@ -100,40 +88,58 @@ impl Rope {
     /// Rotates `x` for positions `start..start + tokens`.
     ///
     /// # Shapes
-    /// - `x`: `[heads, tokens, head_dim]`, output the same.
+    /// - `x`: `[tokens, heads, head_dim]`, output the same.
     pub fn forward(&self, x: Tensor<3>, start: usize) -> Tensor<3> {
-        let [heads, tokens, dim] = x.dims();
-        let half = dim / 2;
-        let cos = self.cos.clone().narrow(0, start, tokens).unsqueeze::<3>();
-        let sin = self.sin.clone().narrow(0, start, tokens).unsqueeze::<3>();
-        match self.style {
-            RopeStyle::Neox => {
-                let a = x.clone().narrow(2, 0, half);
-                let b = x.narrow(2, half, half);
-                let ra = a.clone() * cos.clone() - b.clone() * sin.clone();
-                let rb = b * cos + a * sin;
-                Tensor::cat(vec![ra, rb], 2)
-            }
-            RopeStyle::Normal => {
-                let pairs = x.reshape([heads, tokens, half, 2]);
-                let a = pairs.clone().narrow(3, 0, 1).reshape([heads, tokens, half]);
-                let b = pairs.narrow(3, 1, 1).reshape([heads, tokens, half]);
-                let ra = a.clone() * cos.clone() - b.clone() * sin.clone();
-                let rb = a * sin + b * cos;
-                Tensor::stack::<4>(vec![ra, rb], 3).reshape([heads, tokens, dim])
-            }
-        }
+        fused::rope(
+            x,
+            self.cos.clone(),
+            self.sin.clone(),
+            start,
+            self.style == RopeStyle::Neox,
+        )
     }
 }
 
 /// `t` rounded to the nearest `f16`, as llama.cpp's CPU backend rounds its f16 operands, where
-/// the device has `f16`; unchanged where it has not (WebGPU without `shader-f16`, as in Chrome
-/// on Linux), at the price of logits a few thousandths further from llama.cpp's.
-pub fn round_through_f16<const D: usize>(t: Tensor<D>) -> Tensor<D> {
+/// the device has `f16`; unchanged where it has not.
+fn round_through_f16<const D: usize>(t: Tensor<D>) -> Tensor<D> {
     if t.device().supports_dtype(DType::F16) {
         t.cast(FloatDType::F16).cast(FloatDType::F32)
     } else {
         t
+    }
+}
+
+/// The attention mask for queries at `start..start + tokens` over keys `0..start + tokens`:
+/// `true` where a key is hidden (in the future, or `window` or more positions in the past).
+fn attention_mask(
+    start: usize,
+    tokens: usize,
+    window: Option<usize>,
+    device: &Device,
+) -> Tensor<2, Bool> {
+    let keys = start + tokens;
+    let mut hidden = Vec::with_capacity(tokens * keys);
+    for t in 0..tokens {
+        let q = start + t;
+        for k in 0..keys {
+            hidden.push(k > q || window.is_some_and(|w| q - k.min(q) >= w));
+        }
+    }
+    Tensor::from_data(TensorData::new(hidden, [tokens, keys]), device)
+}
+
+/// Whether attention runs as one kernel ([`fused::attention`], the wgpu device) rather than
+/// as burn's matrix products ([`Attention::with_matmuls`], the CPU).
+fn attention_kernel(device: &Device) -> bool {
+    #[cfg(feature = "wgpu")]
+    {
+        matches!(device.as_dispatch(), burn::backend::DispatchDevice::Cube(_))
+    }
+    #[cfg(not(feature = "wgpu"))]
+    {
+        let _ = device;
+        false
     }
 }
 
@@ -161,47 +167,17 @@ impl KvCache {
         self.keys.dims()[1]
     }
 
-    /// Stores `k`, `v` at positions `start..`, returns all keys and values up to their end.
-    ///
-    /// Values are rounded through `f16` first: llama.cpp's default cache type, kept so that
-    /// our attention sees the numbers llama.cpp's does.
+    /// Stores `k`, `v` at positions `start..`, rounded to `f16` (llama.cpp's default cache
+    /// type, kept so that attention sees the numbers llama.cpp's does); returns the caches.
     ///
     /// # Shapes
-    /// - `k`, `v`: `[kv_heads, tokens, head_dim]`
-    /// - outputs: `[kv_heads, start + tokens, head_dim]`
+    /// - `k`, `v`: `[tokens, kv_heads, head_dim]`
+    /// - outputs: `[kv_heads, capacity, head_dim]`
     pub fn append(&mut self, k: Tensor<3>, v: Tensor<3>, start: usize) -> (Tensor<3>, Tensor<3>) {
-        let [heads, tokens, dim] = k.dims();
-        let end = start + tokens;
-        let k = round_through_f16(k);
-        let v = round_through_f16(v);
-        self.keys
-            .inplace(|c| c.slice_assign([0..heads, start..end, 0..dim], k));
-        self.values
-            .inplace(|c| c.slice_assign([0..heads, start..end, 0..dim], v));
-        (
-            self.keys.clone().slice([0..heads, 0..end, 0..dim]),
-            self.values.clone().slice([0..heads, 0..end, 0..dim]),
-        )
+        self.keys.inplace(|c| fused::cache_write(c, k, start));
+        self.values.inplace(|c| fused::cache_write(c, v, start));
+        (self.keys.clone(), self.values.clone())
     }
-}
-
-/// The attention mask for queries at `start..start + tokens` over keys `0..start + tokens`:
-/// `true` where a key is hidden (in the future, or `window` or more positions in the past).
-pub fn attention_mask(
-    start: usize,
-    tokens: usize,
-    window: Option<usize>,
-    device: &Device,
-) -> Tensor<2, Bool> {
-    let keys = start + tokens;
-    let mut hidden = Vec::with_capacity(tokens * keys);
-    for t in 0..tokens {
-        let q = start + t;
-        for k in 0..keys {
-            hidden.push(k > q || window.is_some_and(|w| q - k.min(q) >= w));
-        }
-    }
-    Tensor::from_data(TensorData::new(hidden, [tokens, keys]), device)
 }
 
 /// Grouped-query self-attention (optional biases and per-head Q/K norms).
@@ -248,10 +224,10 @@ impl Attention {
     ) -> Tensor<2> {
         let [tokens, _] = x.dims();
         let (h, kvh, hd) = (self.heads, self.kv_heads, self.head_dim);
-        let heads = |t: Tensor<2>, n: usize| t.reshape([tokens, n, hd]).swap_dims(0, 1);
-        let mut q = heads(self.q.forward(x.clone()), h);
-        let mut k = heads(self.k.forward(x.clone()), kvh);
-        let v = heads(self.v.forward(x), kvh);
+        // Heads stay in the projections' layout, `[tokens, heads, head_dim]`.
+        let mut q = self.q.forward(x.clone()).reshape([tokens, h, hd]);
+        let mut k = self.k.forward(x.clone()).reshape([tokens, kvh, hd]);
+        let v = self.v.forward(x).reshape([tokens, kvh, hd]);
         if let Some(norm) = &self.q_norm {
             q = norm.forward(q);
         }
@@ -261,7 +237,30 @@ impl Attention {
         let q = rope.forward(q, start);
         let k = rope.forward(k, start);
         let (keys, values) = cache.append(k, v, start);
+        #[cfg(feature = "wgpu")]
+        if attention_kernel(&keys.device()) {
+            let window = self.window.unwrap_or(0);
+            return self
+                .o
+                .forward(fused::attention(q, keys, values, start, window, self.scale));
+        }
+        self.o.forward(self.with_matmuls(q, keys, values, start))
+    }
+
+    /// Attention of `q` (`[tokens, heads, head_dim]`) over the caches as burn's matrix
+    /// products and softmax: `[tokens, heads · head_dim]`.
+    fn with_matmuls(
+        &self,
+        q: Tensor<3>,
+        keys: Tensor<3>,
+        values: Tensor<3>,
+        start: usize,
+    ) -> Tensor<2> {
+        let [tokens, h, hd] = q.dims();
+        let kvh = self.kv_heads;
         let total = start + tokens;
+        let keys = keys.slice([0..kvh, 0..total, 0..hd]);
+        let values = values.slice([0..kvh, 0..total, 0..hd]);
         let group = h / kvh;
         // Grouped-query attention without copying the cache per query head: query head `j`
         // reads kv head `j / group`, so the `group` query heads of a kv head (all their
@@ -269,7 +268,7 @@ impl Attention {
         // llama.cpp's CPU attention (without flash attention) multiplies the f16 cache by
         // Q converted to f16, and the f16 V cache by the probabilities converted to f16;
         // rounding the same two operands keeps our logits within hundredths of its logits.
-        let q = round_through_f16(q).reshape([kvh, group * tokens, hd]);
+        let q = round_through_f16(q.swap_dims(0, 1)).reshape([kvh, group * tokens, hd]);
         let scores = q.matmul(keys.swap_dims(1, 2)) * self.scale;
         let mask = attention_mask(start, tokens, self.window, &scores.device());
         let mask = mask
@@ -279,8 +278,7 @@ impl Attention {
         let scores = scores.mask_fill(mask, f32::NEG_INFINITY);
         let probs = round_through_f16(softmax(scores, 2));
         let out = probs.matmul(values).reshape([h, tokens, hd]);
-        self.o
-            .forward(out.swap_dims(0, 1).reshape([tokens, h * hd]))
+        out.swap_dims(0, 1).reshape([tokens, h * hd])
     }
 }
 
@@ -307,26 +305,13 @@ pub struct Mlp {
     pub activation: Activation,
 }
 
-/// GELU (tanh approximation) as ggml's CPU backend computes it: from a table indexed by the
-/// input rounded to `f16`, holding `f16` results; 0 at or below -10 and the input itself at
-/// or above 10.
-fn gelu_like_ggml(x: Tensor<2>) -> Tensor<2> {
-    let y = round_through_f16(gelu_approximate(round_through_f16(x.clone())));
-    let y = y.mask_where(x.clone().greater_equal_elem(10.0), x.clone());
-    y.mask_fill(x.lower_equal_elem(-10.0), 0.0)
-}
-
 impl Mlp {
     /// # Shapes
     /// - `x`: `[tokens, d_model]`, output the same.
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         let gate = self.gate.forward(x.clone());
-        let gate = match self.activation {
-            // ggml's `x / (1 + e^-x)`: burn's `silu` goes through `log1p` and rounds more
-            // often, which flips 8-bit activation quants against llama.cpp's.
-            Activation::Silu => gate.clone() / (gate.neg().exp() + 1.0),
-            Activation::GeluTanh => gelu_like_ggml(gate),
-        };
-        self.down.forward(gate * self.up.forward(x))
+        let up = self.up.forward(x);
+        let gelu = self.activation == Activation::GeluTanh;
+        self.down.forward(fused::gated(gate, up, gelu))
     }
 }

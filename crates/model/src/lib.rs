@@ -16,6 +16,7 @@
 pub mod config;
 pub mod device;
 pub mod error;
+pub mod fused;
 pub mod gemma3;
 pub mod layers;
 pub mod llama;

@@ -1,0 +1,469 @@
+//! [`FusedOps`] on burn's CubeCL backend: one kernel per operation.
+
+use burn::backend::Cube;
+use burn::backend::tensor::FloatTensor;
+use burn::tensor::{DType, Shape};
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::prelude::*;
+
+use super::{FusedAttention, FusedOps};
+
+/// Units per cube. 64 fits every WebGPU device, and the reduction trees below are unrolled
+/// for it (2⁶).
+const THREADS: u32 = 64;
+
+/// The most cubes a grid dimension may hold (WebGPU's `maxComputeWorkgroupsPerDimension`).
+const MAX_CUBES: u32 = 65_535;
+
+/// `x` rounded to the nearest `f16` (ties to even) and widened back, from its bits: the same
+/// value a cast through `f16` gives, on devices without `shader-f16` too.
+#[cube]
+fn round_f16(x: f32) -> f32 {
+    let bits = u32::reinterpret(x);
+    let sign = bits & 0x8000_0000;
+    let magnitude = bits & 0x7FFF_FFFF;
+    let mut result = bits;
+    if magnitude >= 0x7F80_0000 {
+        // Infinity or NaN: unchanged.
+    } else if magnitude >= 0x477F_F000 {
+        // 65 520 and above round past f16's largest finite value, 65 504.
+        result = sign | 0x7F80_0000;
+    } else if magnitude >= 0x3880_0000 {
+        // A normal f16: keep 10 of the 23 fraction bits, rounding ties to even.
+        let rounded = magnitude + 0x0FFF + ((magnitude >> 13) & 1);
+        result = sign | (rounded & 0xFFFF_E000);
+    } else {
+        // Below 2⁻¹⁴: f16's subnormals are multiples of 2⁻²⁴.
+        let units = (f32::reinterpret(magnitude) * 16_777_216.0f32).round();
+        result = sign | u32::reinterpret(units * 5.960_464_5e-8f32);
+    }
+    f32::reinterpret(result)
+}
+
+/// Sum (`max == false`) or maximum of `value` over the cube's units; every unit gets it.
+#[cube]
+fn cube_reduce(value: f32, #[comptime] max: bool) -> f32 {
+    let mut partial = Shared::<[f32]>::new_slice(THREADS as usize);
+    partial[UNIT_POS as usize] = value;
+    sync_cube();
+    #[unroll]
+    for level in 1..7u32 {
+        let stride = THREADS >> level;
+        if UNIT_POS < stride {
+            let a = partial[UNIT_POS as usize];
+            let b = partial[(UNIT_POS + stride) as usize];
+            partial[UNIT_POS as usize] = if comptime!(max) {
+                if b > a { b } else { a }
+            } else {
+                a + b
+            };
+        }
+        sync_cube();
+    }
+    let total = partial[0];
+    sync_cube();
+    total
+}
+
+/// One cube per row: the mean square, then `x / sqrt(ms + eps) · w`.
+#[cube(launch)]
+fn rms_norm_kernel(x: &[f32], weight: &[f32], out: &mut [f32], rows: u32, dim: u32, eps: f32) {
+    let row = CUBE_POS_X + CUBE_POS_Y * CUBE_COUNT_X;
+    let base = row * dim;
+    let steps = (dim + THREADS - 1 - UNIT_POS) / THREADS;
+    let mut sum = 0.0f32;
+    if row < rows {
+        for step in 0..steps {
+            let v = x[(base + UNIT_POS + step * THREADS) as usize];
+            sum += v * v;
+        }
+    }
+    let total = cube_reduce(sum, false);
+    if row < rows {
+        let inv = 1.0f32 / (total / f32::cast_from(dim) + eps).sqrt();
+        for step in 0..steps {
+            let i = UNIT_POS + step * THREADS;
+            out[(base + i) as usize] = x[(base + i) as usize] * inv * weight[i as usize];
+        }
+    }
+}
+
+/// One unit per rotated pair of `[tokens, heads, dim]`.
+#[cube(launch)]
+fn rope_kernel(
+    x: &[f32],
+    cos: &[f32],
+    sin: &[f32],
+    out: &mut [f32],
+    pairs: u32,
+    heads: u32,
+    dim: u32,
+    start: u32,
+    #[comptime] neox: bool,
+) {
+    let at = ABSOLUTE_POS as u32;
+    if at < pairs {
+        let half = dim / 2;
+        let i = at % half;
+        let head = at / half;
+        let token = head / heads;
+        let base = head * dim;
+        let (ia, ib) = if comptime!(neox) {
+            (base + i, base + i + half)
+        } else {
+            (base + 2 * i, base + 2 * i + 1)
+        };
+        let c = cos[((start + token) * half + i) as usize];
+        let s = sin[((start + token) * half + i) as usize];
+        let a = x[ia as usize];
+        let b = x[ib as usize];
+        out[ia as usize] = a * c - b * s;
+        out[ib as usize] = a * s + b * c;
+    }
+}
+
+/// One unit per value of `new` (`[tokens, kv_heads, dim]`), stored in the cache
+/// (`[kv_heads, capacity, dim]`) at position `start + token`.
+#[cube(launch)]
+fn cache_write_kernel(
+    new: &[f32],
+    cache: &mut [f32],
+    values: u32,
+    kv_heads: u32,
+    capacity: u32,
+    dim: u32,
+    start: u32,
+) {
+    let at = ABSOLUTE_POS as u32;
+    if at < values {
+        let d = at % dim;
+        let head = (at / dim) % kv_heads;
+        let token = at / (dim * kv_heads);
+        cache[((head * capacity + start + token) * dim + d) as usize] = round_f16(new[at as usize]);
+    }
+}
+
+/// `q · k` of the query row in `q_row` and the key at `key` (an offset into `keys`).
+/// Unrolled, so the key's loads are issued together rather than one latency after another.
+#[cube]
+fn score(q_row: &Shared<[f32]>, keys: &[f32], key: u32, #[comptime] dim: u32) -> f32 {
+    let mut dot = 0.0f32;
+    #[unroll]
+    for d in 0..dim {
+        dot += q_row[d as usize] * keys[(key + d) as usize];
+    }
+    dot
+}
+
+/// One cube per (query head, token): the scores of the visible keys, their softmax (three
+/// passes over the keys: maximum, sum, then the weighted values, so each probability is
+/// exactly `e^(s - max) / sum` and can be rounded to `f16` as llama.cpp's are).
+#[cube(launch)]
+fn attention_kernel(
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    out: &mut [f32],
+    heads: u32,
+    kv_heads: u32,
+    capacity: u32,
+    start: u32,
+    window: u32,
+    scale: f32,
+    #[comptime] dim: u32,
+) {
+    let head = CUBE_POS_X;
+    let token = CUBE_POS_Y;
+    let kv_head = head / (heads / kv_heads);
+    let position = start + token;
+    let end = position + 1;
+    let first = if window > 0 && end > window {
+        end - window
+    } else {
+        0u32
+    };
+    let count = end - first;
+    let q_at = (token * heads + head) * dim;
+    let cache_at = kv_head * capacity * dim;
+
+    let mut q_row = Shared::<[f32]>::new_slice(dim as usize);
+    let q_steps = (dim + THREADS - 1 - UNIT_POS) / THREADS;
+    for step in 0..q_steps {
+        let d = UNIT_POS + step * THREADS;
+        q_row[d as usize] = round_f16(q[(q_at + d) as usize]);
+    }
+    sync_cube();
+
+    let steps = (count + THREADS - 1 - UNIT_POS) / THREADS;
+    // Below every score (a negative literal would be a compile-time constant here).
+    let mut local_max = 0.0f32;
+    local_max -= 3.0e38f32;
+    for step in 0..steps {
+        let key = first + UNIT_POS + step * THREADS;
+        let s = score(&q_row, keys, cache_at + key * dim, dim) * scale;
+        if s > local_max {
+            local_max = s;
+        }
+    }
+    let max = cube_reduce(local_max, true);
+    let mut local_sum = 0.0f32;
+    for step in 0..steps {
+        let key = first + UNIT_POS + step * THREADS;
+        local_sum += (score(&q_row, keys, cache_at + key * dim, dim) * scale - max).exp();
+    }
+    let sum = cube_reduce(local_sum, false);
+
+    // The weighted values, a chunk of `THREADS` keys at a time: each unit computes one
+    // probability into shared memory, then adds its columns of every key in the chunk.
+    let per_unit = comptime!(dim.div_ceil(THREADS));
+    let mut acc = Array::<f32>::new(per_unit as usize);
+    #[unroll]
+    for r in 0..per_unit {
+        acc[r as usize] = 0.0;
+    }
+    let mut probs = Shared::<[f32]>::new_slice(THREADS as usize);
+    let chunks = count.div_ceil(THREADS);
+    for chunk in 0..chunks {
+        let base = first + chunk * THREADS;
+        let key = base + UNIT_POS;
+        let mut p = 0.0f32;
+        if key < end {
+            let s = score(&q_row, keys, cache_at + key * dim, dim) * scale;
+            p = round_f16((s - max).exp() / sum);
+        }
+        probs[UNIT_POS as usize] = p;
+        sync_cube();
+        let here = min(THREADS, end - base);
+        #[unroll]
+        for e in 0..THREADS {
+            if e < here {
+                let weight = probs[e as usize];
+                let row = cache_at + (base + e) * dim;
+                #[unroll]
+                for r in 0..per_unit {
+                    let d = UNIT_POS + r * THREADS;
+                    if d < dim {
+                        acc[r as usize] += weight * values[(row + d) as usize];
+                    }
+                }
+            }
+        }
+        sync_cube();
+    }
+    #[unroll]
+    for r in 0..per_unit {
+        let d = UNIT_POS + r * THREADS;
+        if d < dim {
+            out[(q_at + d) as usize] = acc[r as usize];
+        }
+    }
+}
+
+/// One unit per value: SiLU as ggml computes it (`g / (1 + e^-g)`), or GELU (tanh, arranged
+/// as on the CPU) on the input rounded to `f16`, the result rounded to `f16` (ggml's table),
+/// the identity from 10 up and 0 from -10 down; times `up`.
+#[cube(launch)]
+fn gated_kernel(gate: &[f32], up: &[f32], out: &mut [f32], len: u32, #[comptime] gelu: bool) {
+    let at = ABSOLUTE_POS as u32;
+    if at < len {
+        let g = gate[at as usize];
+        let a = if comptime!(gelu) {
+            if g >= 10.0f32 {
+                g
+            } else if g <= -10.0f32 {
+                0.0f32
+            } else {
+                let x = round_f16(g);
+                let inner = (x + x * x * x * 0.044_715f32) * 0.797_884_6f32;
+                round_f16(x * (inner.tanh() + 1.0f32) * 0.5f32)
+            }
+        } else {
+            g / ((-g).exp() + 1.0f32)
+        };
+        out[at as usize] = a * up[at as usize];
+    }
+}
+
+/// A grid of `cubes` cubes that fits WebGPU's per-dimension limit.
+fn grid(cubes: u32) -> CubeCount {
+    let across = cubes.clamp(1, MAX_CUBES);
+    CubeCount::Static(across, cubes.div_ceil(across), 1)
+}
+
+/// An uninitialised `f32` tensor of `shape` beside `like`.
+fn empty_like(like: &CubeTensor, shape: Shape) -> CubeTensor {
+    empty_device_dtype(like.client.clone(), like.device.clone(), shape, DType::F32)
+}
+
+fn len(t: &CubeTensor) -> usize {
+    t.meta.shape().num_elements()
+}
+
+impl FusedOps for Cube {
+    fn fused_rms_norm(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> FloatTensor<Self> {
+        let x = into_contiguous(x);
+        let weight = into_contiguous(weight);
+        let shape = x.meta.shape().clone();
+        let dim = shape[shape.len() - 1];
+        let rows = len(&x) / dim.max(1);
+        let out = empty_like(&x, shape);
+        // SAFETY: every buffer is bound with its tensor's length; the kernel reads rows
+        // `0..rows` of `dim` values and `dim` weights.
+        unsafe {
+            rms_norm_kernel::launch(
+                &x.client,
+                grid(rows as u32),
+                CubeDim::new_1d(THREADS),
+                BufferArg::from_raw_parts(x.handle.clone(), len(&x)),
+                BufferArg::from_raw_parts(weight.handle.clone(), len(&weight)),
+                BufferArg::from_raw_parts(out.handle.clone(), len(&out)),
+                rows as u32,
+                dim as u32,
+                eps,
+            );
+        }
+        out
+    }
+
+    fn fused_rope(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        start: usize,
+        neox: bool,
+    ) -> FloatTensor<Self> {
+        let x = into_contiguous(x);
+        let cos = into_contiguous(cos);
+        let sin = into_contiguous(sin);
+        let shape = x.meta.shape().clone();
+        let (heads, dim) = (shape[1], shape[2]);
+        let pairs = len(&x) / 2;
+        let out = empty_like(&x, shape);
+        // SAFETY: one unit per pair below `pairs`; the tables hold every position the cache
+        // can, which the model checked `start + tokens` against.
+        unsafe {
+            rope_kernel::launch(
+                &x.client,
+                grid((pairs as u32).div_ceil(THREADS)),
+                CubeDim::new_1d(THREADS),
+                BufferArg::from_raw_parts(x.handle.clone(), len(&x)),
+                BufferArg::from_raw_parts(cos.handle.clone(), len(&cos)),
+                BufferArg::from_raw_parts(sin.handle.clone(), len(&sin)),
+                BufferArg::from_raw_parts(out.handle.clone(), len(&out)),
+                pairs as u32,
+                heads as u32,
+                dim as u32,
+                start as u32,
+                neox,
+            );
+        }
+        out
+    }
+
+    fn fused_cache_write(
+        cache: FloatTensor<Self>,
+        new: FloatTensor<Self>,
+        start: usize,
+    ) -> FloatTensor<Self> {
+        let new = into_contiguous(new);
+        // Written in place when this is the only handle on a contiguous buffer (the cache
+        // between steps); otherwise into a copy, so no other tensor sees the write.
+        let cache = if cache.can_mut() && cache.is_contiguous_buffer() {
+            cache
+        } else {
+            into_contiguous(cache).copy()
+        };
+        let shape = cache.meta.shape().clone();
+        let (kv_heads, capacity, dim) = (shape[0], shape[1], shape[2]);
+        let values = len(&new);
+        // SAFETY: one unit per value of `new`; the model checked `start + tokens ≤ capacity`.
+        unsafe {
+            cache_write_kernel::launch(
+                &cache.client,
+                grid((values as u32).div_ceil(THREADS)),
+                CubeDim::new_1d(THREADS),
+                BufferArg::from_raw_parts(new.handle.clone(), values),
+                BufferArg::from_raw_parts(cache.handle.clone(), len(&cache)),
+                values as u32,
+                kv_heads as u32,
+                capacity as u32,
+                dim as u32,
+                start as u32,
+            );
+        }
+        cache
+    }
+
+    fn fused_gated(
+        gate: FloatTensor<Self>,
+        up: FloatTensor<Self>,
+        gelu: bool,
+    ) -> FloatTensor<Self> {
+        let gate = into_contiguous(gate);
+        let up = into_contiguous(up);
+        let n = len(&gate);
+        let out = empty_like(&gate, gate.meta.shape().clone());
+        // SAFETY: one unit per value below `n`, the length of all three.
+        unsafe {
+            gated_kernel::launch(
+                &gate.client,
+                grid((n as u32).div_ceil(THREADS)),
+                CubeDim::new_1d(THREADS),
+                BufferArg::from_raw_parts(gate.handle.clone(), n),
+                BufferArg::from_raw_parts(up.handle.clone(), n),
+                BufferArg::from_raw_parts(out.handle.clone(), n),
+                n as u32,
+                gelu,
+            );
+        }
+        out
+    }
+}
+
+impl FusedAttention for Cube {
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        keys: FloatTensor<Self>,
+        values: FloatTensor<Self>,
+        start: usize,
+        window: usize,
+        scale: f32,
+    ) -> FloatTensor<Self> {
+        let q = into_contiguous(q);
+        let keys = into_contiguous(keys);
+        let values = into_contiguous(values);
+        let shape = q.meta.shape().clone();
+        let (tokens, heads, dim) = (shape[0], shape[1], shape[2]);
+        let cache = keys.meta.shape().clone();
+        let (kv_heads, capacity) = (cache[0], cache[1]);
+        let out = empty_like(&q, Shape::new([tokens, heads * dim]));
+        // SAFETY: cube (head, token) reads its query row, and keys and values of positions
+        // below `start + token + 1 ≤ capacity` (checked by the model), of kv head
+        // `head / (heads / kv_heads) < kv_heads`.
+        unsafe {
+            attention_kernel::launch(
+                &q.client,
+                CubeCount::Static(heads as u32, tokens as u32, 1),
+                CubeDim::new_1d(THREADS),
+                BufferArg::from_raw_parts(q.handle.clone(), len(&q)),
+                BufferArg::from_raw_parts(keys.handle.clone(), len(&keys)),
+                BufferArg::from_raw_parts(values.handle.clone(), len(&values)),
+                BufferArg::from_raw_parts(out.handle.clone(), len(&out)),
+                heads as u32,
+                kv_heads as u32,
+                capacity as u32,
+                start as u32,
+                window as u32,
+                scale,
+                dim as u32,
+            );
+        }
+        out
+    }
+}

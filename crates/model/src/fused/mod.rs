@@ -1,0 +1,134 @@
+//! The operations of a layer between its matrix products, one kernel each, on every device.
+//!
+//! Written with burn's tensor operations, one decoding step of SmolLM2 launched 2,171 kernels,
+//! 72 per layer: nine for an RMSNorm, ten for each rotary embedding, eleven around attention.
+//! On a GPU each launch costs the host 10 to 30 µs whatever its size (measured on an H200 with
+//! `examples/kernel_bandwidth.rs`), so decoding was bound by launches rather than by the
+//! weights' bytes; on the CPU each operation allocated and walked its tensors again. These do
+//! the same arithmetic in one pass each: about 17 launches per layer on the GPU.
+//!
+//! Both devices round as llama.cpp's CPU backend does: the KV cache, attention's queries and
+//! probabilities, and GELU's inputs and results are `f16` values (rounded from their bits on
+//! the wgpu device, so with or without `shader-f16`). RMSNorm sums in `f64` on the CPU, in `f32`
+//! on the wgpu device (WebGPU has no `f64`).
+
+#[cfg(feature = "wgpu")]
+mod cube;
+mod flex;
+
+use burn::backend::tensor::FloatTensor;
+use burn::backend::{Backend, backend_extension};
+use burn::tensor::Tensor;
+
+/// The fused layer operations, implemented natively by each backend.
+#[backend_extension(Flex, Cube: cfg(feature = "wgpu"))]
+pub trait FusedOps: Backend {
+    /// RMSNorm of each row of `x` (`[rows, dim]`), times `weight` (`[dim]`).
+    fn fused_rms_norm(
+        x: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> FloatTensor<Self>;
+
+    /// Rotary embedding of `x` (`[tokens, heads, head_dim]`) at positions `start..`, from the
+    /// tables `cos`, `sin` (`[positions, head_dim / 2]`); pairs `(i, i + d/2)` when `neox`,
+    /// else `(2i, 2i + 1)`.
+    fn fused_rope(
+        x: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        start: usize,
+        neox: bool,
+    ) -> FloatTensor<Self>;
+
+    /// `cache` (`[kv_heads, capacity, head_dim]`) with `new` (`[tokens, kv_heads, head_dim]`)
+    /// written at positions `start..`, rounded to `f16`; in place when nothing else holds it.
+    fn fused_cache_write(
+        cache: FloatTensor<Self>,
+        new: FloatTensor<Self>,
+        start: usize,
+    ) -> FloatTensor<Self>;
+
+    /// `act(gate) · up`, SiLU or (when `gelu`) ggml's tanh GELU.
+    fn fused_gated(gate: FloatTensor<Self>, up: FloatTensor<Self>, gelu: bool)
+    -> FloatTensor<Self>;
+}
+
+/// See [`FusedOps::fused_rms_norm`] (over the last dimension of any shape).
+pub fn rms_norm<const D: usize>(x: Tensor<D>, weight: Tensor<1>, eps: f32) -> Tensor<D> {
+    Tensor::from_dispatch(<burn::backend::Dispatch as FusedOps>::fused_rms_norm(
+        x.into_dispatch(),
+        weight.into_dispatch(),
+        eps,
+    ))
+}
+
+/// See [`FusedOps::fused_rope`].
+pub fn rope(x: Tensor<3>, cos: Tensor<2>, sin: Tensor<2>, start: usize, neox: bool) -> Tensor<3> {
+    Tensor::from_dispatch(<burn::backend::Dispatch as FusedOps>::fused_rope(
+        x.into_dispatch(),
+        cos.into_dispatch(),
+        sin.into_dispatch(),
+        start,
+        neox,
+    ))
+}
+
+/// See [`FusedOps::fused_cache_write`].
+pub fn cache_write(cache: Tensor<3>, new: Tensor<3>, start: usize) -> Tensor<3> {
+    Tensor::from_dispatch(<burn::backend::Dispatch as FusedOps>::fused_cache_write(
+        cache.into_dispatch(),
+        new.into_dispatch(),
+        start,
+    ))
+}
+
+/// See [`FusedAttention::fused_attention`].
+#[cfg(feature = "wgpu")]
+pub fn attention(
+    q: Tensor<3>,
+    keys: Tensor<3>,
+    values: Tensor<3>,
+    start: usize,
+    window: usize,
+    scale: f32,
+) -> Tensor<2> {
+    Tensor::from_dispatch(
+        <burn::backend::Dispatch as FusedAttention>::fused_attention(
+            q.into_dispatch(),
+            keys.into_dispatch(),
+            values.into_dispatch(),
+            start,
+            window,
+            scale,
+        ),
+    )
+}
+
+/// Attention as one kernel, on the wgpu device only: on the CPU, burn's matrix products
+/// keep the summation order whose agreement with llama.cpp the fidelity tests measured (a
+/// loop summing in another order moved two teacher-forced steps past llama.cpp's own count).
+#[cfg(feature = "wgpu")]
+#[backend_extension(Cube)]
+pub trait FusedAttention: Backend {
+    /// Causal grouped-query attention of `q` (`[tokens, heads, head_dim]`, positions
+    /// `start..`) over the cached `keys` and `values` (`[kv_heads, capacity, head_dim]`),
+    /// keys older than `window` positions hidden when `window > 0`: `[tokens, heads · head_dim]`.
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        keys: FloatTensor<Self>,
+        values: FloatTensor<Self>,
+        start: usize,
+        window: usize,
+        scale: f32,
+    ) -> FloatTensor<Self>;
+}
+
+/// See [`FusedOps::fused_gated`].
+pub fn gated(gate: Tensor<2>, up: Tensor<2>, gelu: bool) -> Tensor<2> {
+    Tensor::from_dispatch(<burn::backend::Dispatch as FusedOps>::fused_gated(
+        gate.into_dispatch(),
+        up.into_dispatch(),
+        gelu,
+    ))
+}

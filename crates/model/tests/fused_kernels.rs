@@ -1,0 +1,329 @@
+//! The fused layer operations (`stampo_model::fused`) on every device against scalar
+//! references in `f64`, on random inputs: RMSNorm, both rotary styles, the KV-cache write (in
+//! place, and into a copy when the cache is shared), SiLU and GELU; and, on the wgpu device,
+//! attention with and without a window.
+//!
+//! The operands llama.cpp keeps in `f16` are rounded by the `half` crate in the references, so
+//! the wgpu kernels' own rounding (from the bits, without `shader-f16`) is checked too. Without
+//! an adapter the wgpu cases say so and pass, unless `STAMPO_REQUIRE_WGPU=1`.
+
+mod common;
+
+use burn::tensor::{Tensor, TensorData};
+use half::f16;
+use stampo_model::{Device, DeviceKind, fused};
+
+/// The CPU device, and the wgpu device where this build and machine have one.
+fn devices() -> Vec<(&'static str, Device)> {
+    let mut devices = vec![("cpu", DeviceKind::Cpu.device().expect("cpu device"))];
+    if let Some(device) = common::wgpu_device() {
+        devices.push(("wgpu", device));
+    }
+    devices
+}
+use stampo_quant::sample::Rng;
+
+fn random(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
+    (0..n).map(|_| rng.float() * scale).collect()
+}
+
+fn tensor<const D: usize>(values: &[f32], shape: [usize; D], device: &Device) -> Tensor<D> {
+    Tensor::from_data(TensorData::new(values.to_vec(), shape), device)
+}
+
+fn read<const D: usize>(t: Tensor<D>) -> Vec<f32> {
+    t.into_data().try_to_vec::<f32>().expect("readback")
+}
+
+fn round16(x: f64) -> f64 {
+    f64::from(f16::from_f64(x).to_f32())
+}
+
+fn assert_close(what: &str, got: &[f32], want: &[f64], relative: f64, absolute: f64) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let g = f64::from(g);
+        assert!(
+            (g - w).abs() <= w.abs() * relative + absolute,
+            "{what}[{i}]: {g} vs {w}"
+        );
+    }
+}
+
+#[test]
+fn rms_norm_matches_the_reference() {
+    for (name, device) in devices() {
+        rms_norm_matches_the_reference_on(name, &device);
+    }
+}
+
+fn rms_norm_matches_the_reference_on(name: &str, device: &Device) {
+    let mut rng = Rng(1);
+    // 130 values a row: more than two per unit, the last pass partial.
+    let (rows, dim) = (5, 130);
+    let x = random(&mut rng, rows * dim, 3.0);
+    let w = random(&mut rng, dim, 2.0);
+    let got = read(fused::rms_norm(
+        tensor(&x, [rows, dim], device),
+        tensor(&w, [dim], device),
+        1e-5,
+    ));
+    let mut want = Vec::new();
+    for row in x.chunks(dim) {
+        let ms = row
+            .iter()
+            .map(|&v| f64::from(v) * f64::from(v))
+            .sum::<f64>()
+            / dim as f64;
+        let inv = 1.0 / (ms + 1e-5).sqrt();
+        want.extend(
+            row.iter()
+                .zip(&w)
+                .map(|(&v, &w)| f64::from(v) * inv * f64::from(w)),
+        );
+    }
+    assert_close(&format!("{name} rms_norm"), &got, &want, 1e-5, 1e-6);
+}
+
+#[test]
+fn rope_matches_the_reference_in_both_styles() {
+    for (name, device) in devices() {
+        rope_matches_the_reference_in_both_styles_on(name, &device);
+    }
+}
+
+fn rope_matches_the_reference_in_both_styles_on(name: &str, device: &Device) {
+    let mut rng = Rng(2);
+    let (tokens, heads, dim, positions, start) = (3, 4, 16, 10, 5);
+    let half = dim / 2;
+    let x = random(&mut rng, tokens * heads * dim, 2.0);
+    let angles: Vec<f32> = (0..positions * half).map(|i| i as f32 * 0.37).collect();
+    let cos: Vec<f32> = angles.iter().map(|a| a.cos()).collect();
+    let sin: Vec<f32> = angles.iter().map(|a| a.sin()).collect();
+    for neox in [false, true] {
+        let got = read(fused::rope(
+            tensor(&x, [tokens, heads, dim], device),
+            tensor(&cos, [positions, half], device),
+            tensor(&sin, [positions, half], device),
+            start,
+            neox,
+        ));
+        let mut want = vec![0.0f64; x.len()];
+        for t in 0..tokens {
+            for h in 0..heads {
+                let base = (t * heads + h) * dim;
+                for i in 0..half {
+                    let (ia, ib) = if neox {
+                        (base + i, base + i + half)
+                    } else {
+                        (base + 2 * i, base + 2 * i + 1)
+                    };
+                    let c = f64::from(cos[(start + t) * half + i]);
+                    let s = f64::from(sin[(start + t) * half + i]);
+                    let (a, b) = (f64::from(x[ia]), f64::from(x[ib]));
+                    want[ia] = a * c - b * s;
+                    want[ib] = a * s + b * c;
+                }
+            }
+        }
+        assert_close(
+            &format!("{name} {}", if neox { "neox" } else { "normal" }),
+            &got,
+            &want,
+            1e-6,
+            1e-6,
+        );
+    }
+}
+
+#[test]
+fn cache_write_rounds_to_f16_and_leaves_a_shared_cache_alone() {
+    for (name, device) in devices() {
+        cache_write_rounds_to_f16_and_leaves_a_shared_cache_alone_on(name, &device);
+    }
+}
+
+fn cache_write_rounds_to_f16_and_leaves_a_shared_cache_alone_on(name: &str, device: &Device) {
+    let mut rng = Rng(3);
+    let (kv, capacity, dim, tokens, start) = (2, 8, 16, 3, 4);
+    let old = random(&mut rng, kv * capacity * dim, 1.0);
+    // Includes values below f16's normal range and at a rounding tie's neighbourhood.
+    let mut new = random(&mut rng, tokens * kv * dim, 40.0);
+    new[0] = 3.0e-6;
+    new[1] = -7.5e-7;
+    new[2] = 1.000_488_3;
+    let cache = tensor(&old, [kv, capacity, dim], device);
+    let kept = cache.clone();
+    let written = fused::cache_write(cache, tensor(&new, [tokens, kv, dim], device), start);
+    let got = read(written);
+    let mut want: Vec<f64> = old.iter().map(|&v| f64::from(v)).collect();
+    for t in 0..tokens {
+        for h in 0..kv {
+            for d in 0..dim {
+                let value = f64::from(new[(t * kv + h) * dim + d]);
+                want[(h * capacity + start + t) * dim + d] = round16(value);
+            }
+        }
+    }
+    assert_close(&format!("{name} written cache"), &got, &want, 0.0, 0.0);
+    let untouched = read(kept);
+    assert_eq!(
+        untouched, old,
+        "the write reached a tensor that shared the cache"
+    );
+}
+
+#[cfg(feature = "wgpu")]
+/// Attention of `q` (`[tokens, heads, dim]`) over caches `[kv, capacity, dim]`, as llama.cpp
+/// computes it: `f16` queries, `f16` probabilities.
+#[allow(clippy::too_many_arguments)]
+fn attention_reference(
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    (tokens, heads, kv, capacity, dim): (usize, usize, usize, usize, usize),
+    start: usize,
+    window: usize,
+    scale: f64,
+) -> Vec<f64> {
+    let mut out = vec![0.0; tokens * heads * dim];
+    for t in 0..tokens {
+        let position = start + t;
+        let first = if window > 0 {
+            (position + 1).saturating_sub(window)
+        } else {
+            0
+        };
+        for h in 0..heads {
+            let g = h / (heads / kv);
+            let qrow: Vec<f64> = (0..dim)
+                .map(|d| round16(f64::from(q[(t * heads + h) * dim + d])))
+                .collect();
+            let scores: Vec<f64> = (first..=position)
+                .map(|j| {
+                    let k = &keys[(g * capacity + j) * dim..][..dim];
+                    scale
+                        * qrow
+                            .iter()
+                            .zip(k)
+                            .map(|(a, &b)| a * f64::from(b))
+                            .sum::<f64>()
+                })
+                .collect();
+            let max = scores.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+            let sum: f64 = scores.iter().map(|s| (s - max).exp()).sum();
+            for (n, j) in (first..=position).enumerate() {
+                let p = round16((scores[n] - max).exp() / sum);
+                for d in 0..dim {
+                    out[(t * heads + h) * dim + d] +=
+                        p * f64::from(values[(g * capacity + j) * dim + d]);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+#[cfg(feature = "wgpu")]
+fn attention_matches_the_reference_with_and_without_a_window() {
+    let Some(device) = common::wgpu_device() else {
+        return;
+    };
+    let device = &device;
+    let mut rng = Rng(4);
+    // 70 positions: more keys than units, so the chunked pass runs twice; dim 80 needs two
+    // columns per unit for some units and one for others.
+    let (tokens, heads, kv, capacity, dim, start) = (3, 6, 2, 72, 80, 67);
+    let q = random(&mut rng, tokens * heads * dim, 1.0);
+    let f16_values = |rng: &mut Rng| -> Vec<f32> {
+        random(rng, kv * capacity * dim, 1.0)
+            .into_iter()
+            .map(|v| f16::from_f32(v).to_f32())
+            .collect()
+    };
+    let keys = f16_values(&mut rng);
+    let values = f16_values(&mut rng);
+    let scale = 1.0 / (dim as f64).sqrt();
+    for window in [0, 5] {
+        let got = read(fused::attention(
+            tensor(&q, [tokens, heads, dim], device),
+            tensor(&keys, [kv, capacity, dim], device),
+            tensor(&values, [kv, capacity, dim], device),
+            start,
+            window,
+            scale as f32,
+        ));
+        let want = attention_reference(
+            &q,
+            &keys,
+            &values,
+            (tokens, heads, kv, capacity, dim),
+            start,
+            window,
+            scale,
+        );
+        // A probability that lands beside an f16 rounding boundary may round the other way:
+        // one f16 step (2⁻¹¹ relative) of one weight of a value below 1.
+        assert_close(
+            &format!("attention, window {window}"),
+            &got,
+            &want,
+            1e-3,
+            1e-3,
+        );
+    }
+}
+
+#[test]
+fn gated_activations_match_the_reference() {
+    for (name, device) in devices() {
+        gated_activations_match_the_reference_on(name, &device);
+    }
+}
+
+fn gated_activations_match_the_reference_on(name: &str, device: &Device) {
+    let mut rng = Rng(5);
+    let n = 300;
+    let mut gate = random(&mut rng, n, 12.0);
+    gate[0] = 10.0;
+    gate[1] = -10.0;
+    gate[2] = 9.99;
+    let up = random(&mut rng, n, 2.0);
+    for gelu in [false, true] {
+        let got = read(fused::gated(
+            tensor(&gate, [3, n / 3], device),
+            tensor(&up, [3, n / 3], device),
+            gelu,
+        ));
+        let want: Vec<f64> = gate
+            .iter()
+            .zip(&up)
+            .map(|(&g, &u)| {
+                let g = f64::from(g);
+                let a = if !gelu {
+                    g / (1.0 + (-g).exp())
+                } else if g >= 10.0 {
+                    g
+                } else if g <= -10.0 {
+                    0.0
+                } else {
+                    let x = round16(g);
+                    let inner = (x + 0.044715 * x * x * x) * (2.0 / std::f64::consts::PI).sqrt();
+                    round16(0.5 * x * (1.0 + inner.tanh()))
+                };
+                a * f64::from(u)
+            })
+            .collect();
+        // GELU's result is an f16: a value beside a rounding boundary may land one step
+        // (2⁻¹⁰ relative) away.
+        let relative = if gelu { 1e-3 } else { 1e-5 };
+        assert_close(
+            &format!("{name} {}", if gelu { "gelu" } else { "silu" }),
+            &got,
+            &want,
+            relative,
+            1e-6,
+        );
+    }
+}
