@@ -3,6 +3,8 @@
 //! `cargo run --release -p stampo-model --example bench -- MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu]`
 //! (threads: `STAMPO_THREADS`). Token ids are a fixed deterministic sequence inside the
 //! vocabulary, so runs are comparable; `bench/model/bench.py` runs llama.cpp on the same ids.
+//! A short warm-up (8 tokens and one step, `warmup_s`) runs first and is not counted: on the
+//! wgpu device it compiles the kernels.
 
 use std::time::Instant;
 
@@ -39,12 +41,22 @@ fn main() -> Result<()> {
         &gguf,
         &device,
         LoadOptions {
-            context: prefill + decode + 1,
+            context: (prefill + decode + 1).max(9),
         },
     )?;
     let load_s = t0.elapsed().as_secs_f64();
     let vocab = model.vocab_size();
     let ids: Vec<u32> = (0..prefill).map(|i| token(i, vocab)).collect();
+    // One short prefill and one decoding step first, in a cache of their own: on the wgpu
+    // device they compile the kernels (once per process), which is not the speed of either.
+    let t_warm = Instant::now();
+    {
+        let mut warm = model.new_cache();
+        let warm_ids: Vec<u32> = (0..8).map(|i| token(i, vocab)).collect();
+        to_vec(model.forward(&warm_ids, &mut warm, false)?)?;
+        to_vec(model.forward(&[token(8, vocab)], &mut warm, false)?)?;
+    }
+    let warmup_s = t_warm.elapsed().as_secs_f64();
     let mut cache = model.new_cache();
     let t1 = Instant::now();
     let logits = to_vec(model.forward(&ids, &mut cache, false)?)?;
@@ -64,7 +76,7 @@ fn main() -> Result<()> {
     let decode_s = t2.elapsed().as_secs_f64();
     let device_name = format!("{kind:?}").to_lowercase();
     println!(
-        "{{\"model\":{:?},\"device\":{:?},\"threads\":{},\"load_s\":{load_s:.3},\"prefill_tokens\":{prefill},\"prefill_tok_s\":{:.2},\"decode_tokens\":{decode},\"decode_tok_s\":{:.2},\"weight_bytes\":{},\"gguf_tensor_bytes\":{}}}",
+        "{{\"model\":{:?},\"device\":{:?},\"threads\":{},\"load_s\":{load_s:.3},\"warmup_s\":{warmup_s:.3},\"prefill_tokens\":{prefill},\"prefill_tok_s\":{:.2},\"decode_tokens\":{decode},\"decode_tok_s\":{:.2},\"weight_bytes\":{},\"gguf_tensor_bytes\":{}}}",
         path,
         device_name,
         Pool::global().threads(),

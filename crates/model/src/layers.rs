@@ -32,6 +32,14 @@ impl RmsNorm {
     pub fn forward<const D: usize>(&self, x: Tensor<D>) -> Tensor<D> {
         fused::rms_norm(x, self.weight.val(), self.eps as f32)
     }
+
+    /// The residual add `x + h` and its norm, in one pass.
+    ///
+    /// # Shapes
+    /// - `x`, `h`: `[tokens, dim]`; outputs the same.
+    pub fn add_forward(&self, x: Tensor<2>, h: Tensor<2>) -> (Tensor<2>, Tensor<2>) {
+        fused::add_rms_norm(x, h, self.weight.val(), self.eps as f32)
+    }
 }
 
 /// Which halves of a head rotate together.
@@ -85,13 +93,14 @@ impl Rope {
         }
     }
 
-    /// Rotates `x` for positions `start..start + tokens`.
+    /// Rotates the queries and keys for positions `start..start + tokens`.
     ///
     /// # Shapes
-    /// - `x`: `[tokens, heads, head_dim]`, output the same.
-    pub fn forward(&self, x: Tensor<3>, start: usize) -> Tensor<3> {
+    /// - `q`, `k`: `[tokens, heads, head_dim]` (each its own head count), outputs the same.
+    pub fn forward(&self, q: Tensor<3>, k: Tensor<3>, start: usize) -> (Tensor<3>, Tensor<3>) {
         fused::rope(
-            x,
+            q,
+            k,
             self.cos.clone(),
             self.sin.clone(),
             start,
@@ -174,9 +183,13 @@ impl KvCache {
     /// - `k`, `v`: `[tokens, kv_heads, head_dim]`
     /// - outputs: `[kv_heads, capacity, head_dim]`
     pub fn append(&mut self, k: Tensor<3>, v: Tensor<3>, start: usize) -> (Tensor<3>, Tensor<3>) {
-        self.keys.inplace(|c| fused::cache_write(c, k, start));
-        self.values.inplace(|c| fused::cache_write(c, v, start));
-        (self.keys.clone(), self.values.clone())
+        // Moved out, so the kernels find the caches unshared and write them in place.
+        let keys = std::mem::replace(&mut self.keys, Tensor::empty([0, 0, 0], &k.device()));
+        let values = std::mem::replace(&mut self.values, Tensor::empty([0, 0, 0], &k.device()));
+        let (keys, values) = fused::cache_write(keys, values, k, v, start);
+        self.keys = keys.clone();
+        self.values = values.clone();
+        (keys, values)
     }
 }
 
@@ -234,8 +247,7 @@ impl Attention {
         if let Some(norm) = &self.k_norm {
             k = norm.forward(k);
         }
-        let q = rope.forward(q, start);
-        let k = rope.forward(k, start);
+        let (q, k) = rope.forward(q, k, start);
         let (keys, values) = cache.append(k, v, start);
         #[cfg(feature = "wgpu")]
         if attention_kernel(&keys.device()) {

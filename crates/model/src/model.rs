@@ -34,8 +34,8 @@ impl Block {
         if let Some(norm) = &self.attn_post_norm {
             h = norm.forward(h);
         }
-        let x = x + h;
-        let mut h = self.mlp.forward(self.ffn_norm.forward(x.clone()));
+        let (x, normed) = self.ffn_norm.add_forward(x, h);
+        let mut h = self.mlp.forward(normed);
         if let Some(norm) = &self.ffn_post_norm {
             h = norm.forward(h);
         }

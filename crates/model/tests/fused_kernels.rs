@@ -92,44 +92,69 @@ fn rope_matches_the_reference_in_both_styles() {
     }
 }
 
+/// `x` (`[tokens, heads, dim]`) rotated for positions `start..` by the tables.
+fn rotate_reference(
+    x: &[f32],
+    heads: usize,
+    dim: usize,
+    (cos, sin): (&[f32], &[f32]),
+    start: usize,
+    neox: bool,
+) -> Vec<f64> {
+    let half = dim / 2;
+    let mut want = vec![0.0f64; x.len()];
+    for (n, head) in x.chunks(dim).enumerate() {
+        let t = n / heads;
+        for i in 0..half {
+            let (ia, ib) = if neox {
+                (i, i + half)
+            } else {
+                (2 * i, 2 * i + 1)
+            };
+            let c = f64::from(cos[(start + t) * half + i]);
+            let s = f64::from(sin[(start + t) * half + i]);
+            let (a, b) = (f64::from(head[ia]), f64::from(head[ib]));
+            want[n * dim + ia] = a * c - b * s;
+            want[n * dim + ib] = a * s + b * c;
+        }
+    }
+    want
+}
+
 fn rope_matches_the_reference_in_both_styles_on(name: &str, device: &Device) {
     let mut rng = Rng(2);
-    let (tokens, heads, dim, positions, start) = (3, 4, 16, 10, 5);
+    // Queries and keys with their own head counts, as in grouped-query attention.
+    let (tokens, q_heads, k_heads, dim, positions, start) = (3, 4, 2, 16, 10, 5);
     let half = dim / 2;
-    let x = random(&mut rng, tokens * heads * dim, 2.0);
+    let q = random(&mut rng, tokens * q_heads * dim, 2.0);
+    let k = random(&mut rng, tokens * k_heads * dim, 2.0);
     let angles: Vec<f32> = (0..positions * half).map(|i| i as f32 * 0.37).collect();
     let cos: Vec<f32> = angles.iter().map(|a| a.cos()).collect();
     let sin: Vec<f32> = angles.iter().map(|a| a.sin()).collect();
     for neox in [false, true] {
-        let got = read(fused::rope(
-            tensor(&x, [tokens, heads, dim], device),
+        let (got_q, got_k) = fused::rope(
+            tensor(&q, [tokens, q_heads, dim], device),
+            tensor(&k, [tokens, k_heads, dim], device),
             tensor(&cos, [positions, half], device),
             tensor(&sin, [positions, half], device),
             start,
             neox,
-        ));
-        let mut want = vec![0.0f64; x.len()];
-        for t in 0..tokens {
-            for h in 0..heads {
-                let base = (t * heads + h) * dim;
-                for i in 0..half {
-                    let (ia, ib) = if neox {
-                        (base + i, base + i + half)
-                    } else {
-                        (base + 2 * i, base + 2 * i + 1)
-                    };
-                    let c = f64::from(cos[(start + t) * half + i]);
-                    let s = f64::from(sin[(start + t) * half + i]);
-                    let (a, b) = (f64::from(x[ia]), f64::from(x[ib]));
-                    want[ia] = a * c - b * s;
-                    want[ib] = a * s + b * c;
-                }
-            }
-        }
+        );
+        let style = if neox { "neox" } else { "normal" };
+        let tables = (cos.as_slice(), sin.as_slice());
+        let want_q = rotate_reference(&q, q_heads, dim, tables, start, neox);
+        let want_k = rotate_reference(&k, k_heads, dim, tables, start, neox);
         assert_close(
-            &format!("{name} {}", if neox { "neox" } else { "normal" }),
-            &got,
-            &want,
+            &format!("{name} {style} q"),
+            &read(got_q),
+            &want_q,
+            1e-6,
+            1e-6,
+        );
+        assert_close(
+            &format!("{name} {style} k"),
+            &read(got_k),
+            &want_k,
             1e-6,
             1e-6,
         );
@@ -152,25 +177,75 @@ fn cache_write_rounds_to_f16_and_leaves_a_shared_cache_alone_on(name: &str, devi
     new[0] = 3.0e-6;
     new[1] = -7.5e-7;
     new[2] = 1.000_488_3;
-    let cache = tensor(&old, [kv, capacity, dim], device);
-    let kept = cache.clone();
-    let written = fused::cache_write(cache, tensor(&new, [tokens, kv, dim], device), start);
-    let got = read(written);
-    let mut want: Vec<f64> = old.iter().map(|&v| f64::from(v)).collect();
-    for t in 0..tokens {
-        for h in 0..kv {
-            for d in 0..dim {
-                let value = f64::from(new[(t * kv + h) * dim + d]);
-                want[(h * capacity + start + t) * dim + d] = round16(value);
+    let new_v: Vec<f32> = new.iter().map(|v| -v * 0.5).collect();
+    // The keys are shared with `kept` (written into a copy); the values are not (in place).
+    let keys = tensor(&old, [kv, capacity, dim], device);
+    let kept = keys.clone();
+    let values = tensor(&old, [kv, capacity, dim], device);
+    let (keys, values) = fused::cache_write(
+        keys,
+        values,
+        tensor(&new, [tokens, kv, dim], device),
+        tensor(&new_v, [tokens, kv, dim], device),
+        start,
+    );
+    for (what, got, new) in [("keys", read(keys), &new), ("values", read(values), &new_v)] {
+        let mut want: Vec<f64> = old.iter().map(|&v| f64::from(v)).collect();
+        for t in 0..tokens {
+            for h in 0..kv {
+                for d in 0..dim {
+                    let value = f64::from(new[(t * kv + h) * dim + d]);
+                    want[(h * capacity + start + t) * dim + d] = round16(value);
+                }
             }
         }
+        assert_close(&format!("{name} written {what}"), &got, &want, 0.0, 0.0);
     }
-    assert_close(&format!("{name} written cache"), &got, &want, 0.0, 0.0);
-    let untouched = read(kept);
     assert_eq!(
-        untouched, old,
-        "the write reached a tensor that shared the cache"
+        read(kept),
+        old,
+        "{name}: the write reached a tensor that shared the cache"
     );
+}
+
+#[test]
+fn add_rms_norm_matches_the_reference() {
+    for (name, device) in devices() {
+        let mut rng = Rng(6);
+        let (rows, dim) = (4, 130);
+        let x = random(&mut rng, rows * dim, 3.0);
+        let h = random(&mut rng, rows * dim, 3.0);
+        let w = random(&mut rng, dim, 2.0);
+        let (sum, normed) = fused::add_rms_norm(
+            tensor(&x, [rows, dim], &device),
+            tensor(&h, [rows, dim], &device),
+            tensor(&w, [dim], &device),
+            1e-6,
+        );
+        let want_sum: Vec<f32> = x.iter().zip(&h).map(|(a, b)| a + b).collect();
+        assert_eq!(read(sum), want_sum, "{name}: x + h");
+        let mut want = Vec::new();
+        for row in want_sum.chunks(dim) {
+            let ms = row
+                .iter()
+                .map(|&v| f64::from(v) * f64::from(v))
+                .sum::<f64>()
+                / dim as f64;
+            let inv = 1.0 / (ms + 1e-6).sqrt();
+            want.extend(
+                row.iter()
+                    .zip(&w)
+                    .map(|(&v, &w)| f64::from(v) * inv * f64::from(w)),
+            );
+        }
+        assert_close(
+            &format!("{name} add_rms_norm"),
+            &read(normed),
+            &want,
+            1e-5,
+            1e-6,
+        );
+    }
 }
 
 #[cfg(feature = "wgpu")]
@@ -233,45 +308,48 @@ fn attention_matches_the_reference_with_and_without_a_window() {
     let device = &device;
     let mut rng = Rng(4);
     // 70 positions: more keys than units, so the chunked pass runs twice; dim 80 needs two
-    // columns per unit for some units and one for others.
-    let (tokens, heads, kv, capacity, dim, start) = (3, 6, 2, 72, 80, 67);
-    let q = random(&mut rng, tokens * heads * dim, 1.0);
-    let f16_values = |rng: &mut Rng| -> Vec<f32> {
-        random(rng, kv * capacity * dim, 1.0)
-            .into_iter()
-            .map(|v| f16::from_f32(v).to_f32())
-            .collect()
-    };
-    let keys = f16_values(&mut rng);
-    let values = f16_values(&mut rng);
-    let scale = 1.0 / (dim as f64).sqrt();
-    for window in [0, 5] {
-        let got = read(fused::attention(
-            tensor(&q, [tokens, heads, dim], device),
-            tensor(&keys, [kv, capacity, dim], device),
-            tensor(&values, [kv, capacity, dim], device),
-            start,
-            window,
-            scale as f32,
-        ));
-        let want = attention_reference(
-            &q,
-            &keys,
-            &values,
-            (tokens, heads, kv, capacity, dim),
-            start,
-            window,
-            scale,
-        );
-        // A probability that lands beside an f16 rounding boundary may round the other way:
-        // one f16 step (2⁻¹¹ relative) of one weight of a value below 1.
-        assert_close(
-            &format!("attention, window {window}"),
-            &got,
-            &want,
-            1e-3,
-            1e-3,
-        );
+    // columns per unit for some units and one for others. 2,100 positions: more scores than
+    // a cube keeps in shared memory, so its passes compute them again.
+    for (capacity, start, windows) in [(72, 67, [0, 5]), (2100, 2095, [0, 2060])] {
+        let (tokens, heads, kv, dim) = (3, 6, 2, 80);
+        let q = random(&mut rng, tokens * heads * dim, 1.0);
+        let f16_values = |rng: &mut Rng| -> Vec<f32> {
+            random(rng, kv * capacity * dim, 1.0)
+                .into_iter()
+                .map(|v| f16::from_f32(v).to_f32())
+                .collect()
+        };
+        let keys = f16_values(&mut rng);
+        let values = f16_values(&mut rng);
+        let scale = 1.0 / (dim as f64).sqrt();
+        for window in windows {
+            let got = read(fused::attention(
+                tensor(&q, [tokens, heads, dim], device),
+                tensor(&keys, [kv, capacity, dim], device),
+                tensor(&values, [kv, capacity, dim], device),
+                start,
+                window,
+                scale as f32,
+            ));
+            let want = attention_reference(
+                &q,
+                &keys,
+                &values,
+                (tokens, heads, kv, capacity, dim),
+                start,
+                window,
+                scale,
+            );
+            // A probability that lands beside an f16 rounding boundary may round the other
+            // way: one f16 step (2⁻¹¹ relative) of one weight of a value below 1.
+            assert_close(
+                &format!("attention, {start} + {tokens} positions, window {window}"),
+                &got,
+                &want,
+                1e-3,
+                1e-3,
+            );
+        }
     }
 }
 

@@ -90,60 +90,128 @@ fn rms_norm_kernel(x: &[f32], weight: &[f32], out: &mut [f32], rows: u32, dim: u
     }
 }
 
-/// One unit per rotated pair of `[tokens, heads, dim]`.
+/// One cube per row: `sum = x + h`, and `sum / sqrt(ms + eps) · w`.
 #[cube(launch)]
-fn rope_kernel(
+fn add_rms_norm_kernel(
     x: &[f32],
+    h: &[f32],
+    weight: &[f32],
+    sum_out: &mut [f32],
+    out: &mut [f32],
+    rows: u32,
+    dim: u32,
+    eps: f32,
+) {
+    let row = CUBE_POS_X + CUBE_POS_Y * CUBE_COUNT_X;
+    let base = row * dim;
+    let steps = (dim + THREADS - 1 - UNIT_POS) / THREADS;
+    let mut squares = 0.0f32;
+    if row < rows {
+        for step in 0..steps {
+            let i = (base + UNIT_POS + step * THREADS) as usize;
+            let v = x[i] + h[i];
+            sum_out[i] = v;
+            squares += v * v;
+        }
+    }
+    let total = cube_reduce(squares, false);
+    if row < rows {
+        let inv = 1.0f32 / (total / f32::cast_from(dim) + eps).sqrt();
+        for step in 0..steps {
+            let i = UNIT_POS + step * THREADS;
+            let at = (base + i) as usize;
+            out[at] = (x[at] + h[at]) * inv * weight[i as usize];
+        }
+    }
+}
+
+/// Pair `at` of `[tokens, heads, dim]` rotated from `x` into `out`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn rotate_pair(
+    x: &[f32],
+    out: &mut [f32],
     cos: &[f32],
     sin: &[f32],
-    out: &mut [f32],
-    pairs: u32,
+    at: u32,
     heads: u32,
     dim: u32,
     start: u32,
     #[comptime] neox: bool,
 ) {
+    let half = dim / 2;
+    let i = at % half;
+    let head = at / half;
+    let token = head / heads;
+    let base = head * dim;
+    let (ia, ib) = if comptime!(neox) {
+        (base + i, base + i + half)
+    } else {
+        (base + 2 * i, base + 2 * i + 1)
+    };
+    let c = cos[((start + token) * half + i) as usize];
+    let s = sin[((start + token) * half + i) as usize];
+    let a = x[ia as usize];
+    let b = x[ib as usize];
+    out[ia as usize] = a * c - b * s;
+    out[ib as usize] = a * s + b * c;
+}
+
+/// One unit per rotated pair of the queries, then of the keys.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn rope_kernel(
+    q: &[f32],
+    k: &[f32],
+    cos: &[f32],
+    sin: &[f32],
+    q_out: &mut [f32],
+    k_out: &mut [f32],
+    q_pairs: u32,
+    k_pairs: u32,
+    q_heads: u32,
+    k_heads: u32,
+    dim: u32,
+    start: u32,
+    #[comptime] neox: bool,
+) {
     let at = ABSOLUTE_POS as u32;
-    if at < pairs {
-        let half = dim / 2;
-        let i = at % half;
-        let head = at / half;
-        let token = head / heads;
-        let base = head * dim;
-        let (ia, ib) = if comptime!(neox) {
-            (base + i, base + i + half)
-        } else {
-            (base + 2 * i, base + 2 * i + 1)
-        };
-        let c = cos[((start + token) * half + i) as usize];
-        let s = sin[((start + token) * half + i) as usize];
-        let a = x[ia as usize];
-        let b = x[ib as usize];
-        out[ia as usize] = a * c - b * s;
-        out[ib as usize] = a * s + b * c;
+    if at < q_pairs {
+        rotate_pair(q, q_out, cos, sin, at, q_heads, dim, start, neox);
+    } else if at < q_pairs + k_pairs {
+        rotate_pair(k, k_out, cos, sin, at - q_pairs, k_heads, dim, start, neox);
     }
 }
 
-/// One unit per value of `new` (`[tokens, kv_heads, dim]`), stored in the cache
+/// One unit per value of `k` and `v` (`[tokens, kv_heads, dim]`), stored in the caches
 /// (`[kv_heads, capacity, dim]`) at position `start + token`.
 #[cube(launch)]
+#[allow(clippy::too_many_arguments)]
 fn cache_write_kernel(
-    new: &[f32],
-    cache: &mut [f32],
-    values: u32,
+    k: &[f32],
+    v: &[f32],
+    keys: &mut [f32],
+    values: &mut [f32],
+    count: u32,
     kv_heads: u32,
     capacity: u32,
     dim: u32,
     start: u32,
 ) {
     let at = ABSOLUTE_POS as u32;
-    if at < values {
+    if at < count {
         let d = at % dim;
         let head = (at / dim) % kv_heads;
         let token = at / (dim * kv_heads);
-        cache[((head * capacity + start + token) * dim + d) as usize] = round_f16(new[at as usize]);
+        let to = ((head * capacity + start + token) * dim + d) as usize;
+        keys[to] = round_f16(k[at as usize]);
+        values[to] = round_f16(v[at as usize]);
     }
 }
+
+/// Scores a cube of [`attention_kernel`] keeps between its passes: 8 KiB of the 16 KiB of
+/// shared memory WebGPU guarantees.
+const KEPT_SCORES: u32 = 2048;
 
 /// `q · k` of the query row in `q_row` and the key at `key` (an offset into `keys`).
 /// Unrolled, so the key's loads are issued together rather than one latency after another.
@@ -159,7 +227,9 @@ fn score(q_row: &Shared<[f32]>, keys: &[f32], key: u32, #[comptime] dim: u32) ->
 
 /// One cube per (query head, token): the scores of the visible keys, their softmax (three
 /// passes over the keys: maximum, sum, then the weighted values, so each probability is
-/// exactly `e^(s - max) / sum` and can be rounded to `f16` as llama.cpp's are).
+/// exactly `e^(s - max) / sum` and can be rounded to `f16` as llama.cpp's are). Up to
+/// [`KEPT_SCORES`] keys, the first pass keeps its scores in shared memory for the other two;
+/// past that, they compute them again.
 #[cube(launch)]
 fn attention_kernel(
     q: &[f32],
@@ -196,13 +266,20 @@ fn attention_kernel(
     }
     sync_cube();
 
+    // Key `first + n` is scored by unit `n % THREADS` in every pass, so a unit reads back
+    // only the scores it kept itself.
+    let mut kept = Shared::<[f32]>::new_slice(KEPT_SCORES as usize);
+    let keep = count <= KEPT_SCORES;
     let steps = (count + THREADS - 1 - UNIT_POS) / THREADS;
     // Below every score (a negative literal would be a compile-time constant here).
     let mut local_max = 0.0f32;
     local_max -= 3.0e38f32;
     for step in 0..steps {
-        let key = first + UNIT_POS + step * THREADS;
-        let s = score(&q_row, keys, cache_at + key * dim, dim) * scale;
+        let n = UNIT_POS + step * THREADS;
+        let s = score(&q_row, keys, cache_at + (first + n) * dim, dim) * scale;
+        if keep {
+            kept[n as usize] = s;
+        }
         if s > local_max {
             local_max = s;
         }
@@ -210,8 +287,17 @@ fn attention_kernel(
     let max = cube_reduce(local_max, true);
     let mut local_sum = 0.0f32;
     for step in 0..steps {
-        let key = first + UNIT_POS + step * THREADS;
-        local_sum += (score(&q_row, keys, cache_at + key * dim, dim) * scale - max).exp();
+        let n = UNIT_POS + step * THREADS;
+        let s = if keep {
+            kept[n as usize]
+        } else {
+            score(&q_row, keys, cache_at + (first + n) * dim, dim) * scale
+        };
+        let e = (s - max).exp();
+        if keep {
+            kept[n as usize] = e;
+        }
+        local_sum += e;
     }
     let sum = cube_reduce(local_sum, false);
 
@@ -230,8 +316,12 @@ fn attention_kernel(
         let key = base + UNIT_POS;
         let mut p = 0.0f32;
         if key < end {
-            let s = score(&q_row, keys, cache_at + key * dim, dim) * scale;
-            p = round_f16((s - max).exp() / sum);
+            let e = if keep {
+                kept[(key - first) as usize]
+            } else {
+                (score(&q_row, keys, cache_at + key * dim, dim) * scale - max).exp()
+            };
+            p = round_f16(e / sum);
         }
         probs[UNIT_POS as usize] = p;
         sync_cube();
@@ -331,73 +421,122 @@ impl FusedOps for Cube {
         out
     }
 
-    fn fused_rope(
+    fn fused_add_rms_norm(
         x: FloatTensor<Self>,
+        h: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let x = into_contiguous(x);
+        let h = into_contiguous(h);
+        let weight = into_contiguous(weight);
+        let shape = x.meta.shape().clone();
+        let dim = shape[shape.len() - 1];
+        let rows = len(&x) / dim.max(1);
+        let sum = empty_like(&x, shape.clone());
+        let out = empty_like(&x, shape);
+        // SAFETY: as for `fused_rms_norm`; `h` and `sum` have `x`'s shape.
+        unsafe {
+            add_rms_norm_kernel::launch(
+                &x.client,
+                grid(rows as u32),
+                CubeDim::new_1d(THREADS),
+                BufferArg::from_raw_parts(x.handle.clone(), len(&x)),
+                BufferArg::from_raw_parts(h.handle.clone(), len(&h)),
+                BufferArg::from_raw_parts(weight.handle.clone(), len(&weight)),
+                BufferArg::from_raw_parts(sum.handle.clone(), len(&sum)),
+                BufferArg::from_raw_parts(out.handle.clone(), len(&out)),
+                rows as u32,
+                dim as u32,
+                eps,
+            );
+        }
+        (sum, out)
+    }
+
+    fn fused_rope(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
         start: usize,
         neox: bool,
-    ) -> FloatTensor<Self> {
-        let x = into_contiguous(x);
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let q = into_contiguous(q);
+        let k = into_contiguous(k);
         let cos = into_contiguous(cos);
         let sin = into_contiguous(sin);
-        let shape = x.meta.shape().clone();
-        let (heads, dim) = (shape[1], shape[2]);
-        let pairs = len(&x) / 2;
-        let out = empty_like(&x, shape);
-        // SAFETY: one unit per pair below `pairs`; the tables hold every position the cache
-        // can, which the model checked `start + tokens` against.
+        let (q_shape, k_shape) = (q.meta.shape().clone(), k.meta.shape().clone());
+        let (q_heads, k_heads, dim) = (q_shape[1], k_shape[1], q_shape[2]);
+        let (q_pairs, k_pairs) = (len(&q) / 2, len(&k) / 2);
+        let q_out = empty_like(&q, q_shape);
+        let k_out = empty_like(&k, k_shape);
+        // SAFETY: one unit per pair below `q_pairs + k_pairs`; the tables hold every position
+        // the cache can, which the model checked `start + tokens` against.
         unsafe {
             rope_kernel::launch(
-                &x.client,
-                grid((pairs as u32).div_ceil(THREADS)),
+                &q.client,
+                grid(((q_pairs + k_pairs) as u32).div_ceil(THREADS)),
                 CubeDim::new_1d(THREADS),
-                BufferArg::from_raw_parts(x.handle.clone(), len(&x)),
+                BufferArg::from_raw_parts(q.handle.clone(), len(&q)),
+                BufferArg::from_raw_parts(k.handle.clone(), len(&k)),
                 BufferArg::from_raw_parts(cos.handle.clone(), len(&cos)),
                 BufferArg::from_raw_parts(sin.handle.clone(), len(&sin)),
-                BufferArg::from_raw_parts(out.handle.clone(), len(&out)),
-                pairs as u32,
-                heads as u32,
+                BufferArg::from_raw_parts(q_out.handle.clone(), len(&q_out)),
+                BufferArg::from_raw_parts(k_out.handle.clone(), len(&k_out)),
+                q_pairs as u32,
+                k_pairs as u32,
+                q_heads as u32,
+                k_heads as u32,
                 dim as u32,
                 start as u32,
                 neox,
             );
         }
-        out
+        (q_out, k_out)
     }
 
     fn fused_cache_write(
-        cache: FloatTensor<Self>,
-        new: FloatTensor<Self>,
+        keys: FloatTensor<Self>,
+        values: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
         start: usize,
-    ) -> FloatTensor<Self> {
-        let new = into_contiguous(new);
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let k = into_contiguous(k);
+        let v = into_contiguous(v);
         // Written in place when this is the only handle on a contiguous buffer (the cache
         // between steps); otherwise into a copy, so no other tensor sees the write.
-        let cache = if cache.can_mut() && cache.is_contiguous_buffer() {
-            cache
-        } else {
-            into_contiguous(cache).copy()
+        let writable = |cache: CubeTensor| {
+            if cache.can_mut() && cache.is_contiguous_buffer() {
+                cache
+            } else {
+                into_contiguous(cache).copy()
+            }
         };
-        let shape = cache.meta.shape().clone();
+        let (keys, values) = (writable(keys), writable(values));
+        let shape = keys.meta.shape().clone();
         let (kv_heads, capacity, dim) = (shape[0], shape[1], shape[2]);
-        let values = len(&new);
-        // SAFETY: one unit per value of `new`; the model checked `start + tokens ≤ capacity`.
+        let count = len(&k);
+        // SAFETY: one unit per value of `k` (and `v`, the same shape); the model checked
+        // `start + tokens ≤ capacity`.
         unsafe {
             cache_write_kernel::launch(
-                &cache.client,
-                grid((values as u32).div_ceil(THREADS)),
+                &keys.client,
+                grid((count as u32).div_ceil(THREADS)),
                 CubeDim::new_1d(THREADS),
-                BufferArg::from_raw_parts(new.handle.clone(), values),
-                BufferArg::from_raw_parts(cache.handle.clone(), len(&cache)),
-                values as u32,
+                BufferArg::from_raw_parts(k.handle.clone(), count),
+                BufferArg::from_raw_parts(v.handle.clone(), count),
+                BufferArg::from_raw_parts(keys.handle.clone(), len(&keys)),
+                BufferArg::from_raw_parts(values.handle.clone(), len(&values)),
+                count as u32,
                 kv_heads as u32,
                 capacity as u32,
                 dim as u32,
                 start as u32,
             );
         }
-        cache
+        (keys, values)
     }
 
     fn fused_gated(

@@ -42,6 +42,67 @@ fn gelu_tanh(x: f32) -> f32 {
     (x * (inner.tanh() + 1.0)) * 0.5
 }
 
+/// RMSNorm of each row of `x` (rows of `w.len()` values), times `w`.
+fn rms_norm_rows(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
+    let dim = w.len().max(1);
+    let mut out = Vec::with_capacity(x.len());
+    for row in x.chunks(dim) {
+        // As ggml: f32 squares summed in f64, the mean rounded to f32.
+        let sum: f64 = row.iter().map(|&v| f64::from(v * v)).sum();
+        let mean = (sum / dim as f64) as f32;
+        let scale = 1.0 / (mean + eps).sqrt();
+        out.extend(row.iter().zip(w).map(|(&v, &w)| v * scale * w));
+    }
+    out
+}
+
+/// `x` (`[tokens, heads, dim]`) rotated for positions `start..`.
+fn rotate(x: &FlexTensor, cos: &[f32], sin: &[f32], start: usize, neox: bool) -> FlexTensor {
+    let (x, shape) = values(x);
+    let (heads, dim) = (shape[1], shape[2]);
+    let half = dim / 2;
+    let mut out = slice(&x).to_vec();
+    for (n, head) in out.chunks_mut(dim).enumerate() {
+        let position = start + n / heads;
+        let (c, s) = (
+            &cos[position * half..(position + 1) * half],
+            &sin[position * half..(position + 1) * half],
+        );
+        for i in 0..half {
+            let (ia, ib) = if neox {
+                (i, i + half)
+            } else {
+                (2 * i, 2 * i + 1)
+            };
+            let (a, b) = (head[ia], head[ib]);
+            head[ia] = a * c[i] - b * s[i];
+            head[ib] = a * s[i] + b * c[i];
+        }
+    }
+    tensor(out, shape)
+}
+
+/// `cache` (`[kv_heads, capacity, dim]`) with `new` (`[tokens, kv_heads, dim]`) written at
+/// positions `start..`, rounded to `f16`: in place when the cache is not shared (between
+/// steps), else into a copy.
+fn write_cache(mut cache: FlexTensor, new: &FlexTensor, start: usize) -> FlexTensor {
+    if !cache.is_contiguous() || cache.layout().start_offset() != 0 {
+        cache = cache.to_contiguous();
+    }
+    let shape = cache.layout().shape().to_vec();
+    let (kv_heads, capacity, dim) = (shape[0], shape[1], shape[2]);
+    let (new, _) = values(new);
+    let storage = cache.storage_mut::<f32>();
+    for (n, values) in slice(&new).chunks(dim).enumerate() {
+        let (token, head) = (n / kv_heads, n % kv_heads);
+        let at = (head * capacity + start + token) * dim;
+        for (c, &v) in storage[at..at + dim].iter_mut().zip(values) {
+            *c = round16(v);
+        }
+    }
+    cache
+}
+
 impl FusedOps for Flex {
     fn fused_rms_norm(
         x: FloatTensor<Self>,
@@ -50,75 +111,52 @@ impl FusedOps for Flex {
     ) -> FloatTensor<Self> {
         let (x, shape) = values(&x);
         let (w, _) = values(&weight);
-        let (x, w) = (slice(&x), slice(&w));
-        let dim = w.len().max(1);
-        let mut out = Vec::with_capacity(x.len());
-        for row in x.chunks(dim) {
-            // As ggml: f32 squares summed in f64, the mean rounded to f32.
-            let sum: f64 = row.iter().map(|&v| f64::from(v * v)).sum();
-            let mean = (sum / dim as f64) as f32;
-            let scale = 1.0 / (mean + eps).sqrt();
-            out.extend(row.iter().zip(w).map(|(&v, &w)| v * scale * w));
-        }
-        tensor(out, shape)
+        tensor(rms_norm_rows(slice(&x), slice(&w), eps), shape)
+    }
+
+    fn fused_add_rms_norm(
+        x: FloatTensor<Self>,
+        h: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let (x, shape) = values(&x);
+        let (h, _) = values(&h);
+        let (w, _) = values(&weight);
+        let sum: Vec<f32> = slice(&x)
+            .iter()
+            .zip(slice(&h))
+            .map(|(a, b)| a + b)
+            .collect();
+        let normed = rms_norm_rows(&sum, slice(&w), eps);
+        (tensor(sum, shape.clone()), tensor(normed, shape))
     }
 
     fn fused_rope(
-        x: FloatTensor<Self>,
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
         start: usize,
         neox: bool,
-    ) -> FloatTensor<Self> {
-        let (x, shape) = values(&x);
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let (cos, _) = values(&cos);
         let (sin, _) = values(&sin);
-        let (x, cos, sin) = (slice(&x), slice(&cos), slice(&sin));
-        let (heads, dim) = (shape[1], shape[2]);
-        let half = dim / 2;
-        let mut out = x.to_vec();
-        for (n, head) in out.chunks_mut(dim).enumerate() {
-            let position = start + n / heads;
-            let (c, s) = (
-                &cos[position * half..(position + 1) * half],
-                &sin[position * half..(position + 1) * half],
-            );
-            for i in 0..half {
-                let (ia, ib) = if neox {
-                    (i, i + half)
-                } else {
-                    (2 * i, 2 * i + 1)
-                };
-                let (a, b) = (head[ia], head[ib]);
-                head[ia] = a * c[i] - b * s[i];
-                head[ib] = a * s[i] + b * c[i];
-            }
-        }
-        tensor(out, shape)
+        let (cos, sin) = (slice(&cos), slice(&sin));
+        (
+            rotate(&q, cos, sin, start, neox),
+            rotate(&k, cos, sin, start, neox),
+        )
     }
 
     fn fused_cache_write(
-        mut cache: FloatTensor<Self>,
-        new: FloatTensor<Self>,
+        keys: FloatTensor<Self>,
+        values: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
         start: usize,
-    ) -> FloatTensor<Self> {
-        if !cache.is_contiguous() || cache.layout().start_offset() != 0 {
-            cache = cache.to_contiguous();
-        }
-        let shape = cache.layout().shape().to_vec();
-        let (kv_heads, capacity, dim) = (shape[0], shape[1], shape[2]);
-        let (new, _) = values(&new);
-        let new = slice(&new);
-        // In place when the cache is not shared (between steps); else into a copy.
-        let storage = cache.storage_mut::<f32>();
-        for (n, values) in new.chunks(dim).enumerate() {
-            let (token, head) = (n / kv_heads, n % kv_heads);
-            let at = (head * capacity + start + token) * dim;
-            for (c, &v) in storage[at..at + dim].iter_mut().zip(values) {
-                *c = round16(v);
-            }
-        }
-        cache
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        (write_cache(keys, &k, start), write_cache(values, &v, start))
     }
 
     fn fused_gated(

@@ -30,24 +30,36 @@ pub trait FusedOps: Backend {
         eps: f32,
     ) -> FloatTensor<Self>;
 
-    /// Rotary embedding of `x` (`[tokens, heads, head_dim]`) at positions `start..`, from the
-    /// tables `cos`, `sin` (`[positions, head_dim / 2]`); pairs `(i, i + d/2)` when `neox`,
-    /// else `(2i, 2i + 1)`.
-    fn fused_rope(
+    /// `x + h` (a residual add), and its RMSNorm times `weight`.
+    fn fused_add_rms_norm(
         x: FloatTensor<Self>,
+        h: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// Rotary embedding of the queries `q` and keys `k` (`[tokens, heads, head_dim]`, each its
+    /// own head count) at positions `start..`, from the tables `cos`, `sin` (`[positions,
+    /// head_dim / 2]`); pairs `(i, i + d/2)` when `neox`, else `(2i, 2i + 1)`.
+    fn fused_rope(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
         start: usize,
         neox: bool,
-    ) -> FloatTensor<Self>;
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
-    /// `cache` (`[kv_heads, capacity, head_dim]`) with `new` (`[tokens, kv_heads, head_dim]`)
-    /// written at positions `start..`, rounded to `f16`; in place when nothing else holds it.
+    /// The caches `keys`, `values` (`[kv_heads, capacity, head_dim]`) with `k`, `v`
+    /// (`[tokens, kv_heads, head_dim]`) written at positions `start..`, rounded to `f16`; in
+    /// place when nothing else holds a cache.
     fn fused_cache_write(
-        cache: FloatTensor<Self>,
-        new: FloatTensor<Self>,
+        keys: FloatTensor<Self>,
+        values: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
         start: usize,
-    ) -> FloatTensor<Self>;
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// `act(gate) · up`, SiLU or (when `gelu`) ggml's tanh GELU.
     fn fused_gated(gate: FloatTensor<Self>, up: FloatTensor<Self>, gelu: bool)
@@ -63,24 +75,58 @@ pub fn rms_norm<const D: usize>(x: Tensor<D>, weight: Tensor<1>, eps: f32) -> Te
     ))
 }
 
-/// See [`FusedOps::fused_rope`].
-pub fn rope(x: Tensor<3>, cos: Tensor<2>, sin: Tensor<2>, start: usize, neox: bool) -> Tensor<3> {
-    Tensor::from_dispatch(<burn::backend::Dispatch as FusedOps>::fused_rope(
+/// See [`FusedOps::fused_add_rms_norm`].
+pub fn add_rms_norm(
+    x: Tensor<2>,
+    h: Tensor<2>,
+    weight: Tensor<1>,
+    eps: f32,
+) -> (Tensor<2>, Tensor<2>) {
+    let (sum, normed) = <burn::backend::Dispatch as FusedOps>::fused_add_rms_norm(
         x.into_dispatch(),
+        h.into_dispatch(),
+        weight.into_dispatch(),
+        eps,
+    );
+    (Tensor::from_dispatch(sum), Tensor::from_dispatch(normed))
+}
+
+/// See [`FusedOps::fused_rope`].
+pub fn rope(
+    q: Tensor<3>,
+    k: Tensor<3>,
+    cos: Tensor<2>,
+    sin: Tensor<2>,
+    start: usize,
+    neox: bool,
+) -> (Tensor<3>, Tensor<3>) {
+    let (q, k) = <burn::backend::Dispatch as FusedOps>::fused_rope(
+        q.into_dispatch(),
+        k.into_dispatch(),
         cos.into_dispatch(),
         sin.into_dispatch(),
         start,
         neox,
-    ))
+    );
+    (Tensor::from_dispatch(q), Tensor::from_dispatch(k))
 }
 
 /// See [`FusedOps::fused_cache_write`].
-pub fn cache_write(cache: Tensor<3>, new: Tensor<3>, start: usize) -> Tensor<3> {
-    Tensor::from_dispatch(<burn::backend::Dispatch as FusedOps>::fused_cache_write(
-        cache.into_dispatch(),
-        new.into_dispatch(),
+pub fn cache_write(
+    keys: Tensor<3>,
+    values: Tensor<3>,
+    k: Tensor<3>,
+    v: Tensor<3>,
+    start: usize,
+) -> (Tensor<3>, Tensor<3>) {
+    let (keys, values) = <burn::backend::Dispatch as FusedOps>::fused_cache_write(
+        keys.into_dispatch(),
+        values.into_dispatch(),
+        k.into_dispatch(),
+        v.into_dispatch(),
         start,
-    ))
+    );
+    (Tensor::from_dispatch(keys), Tensor::from_dispatch(values))
 }
 
 /// See [`FusedAttention::fused_attention`].
