@@ -69,7 +69,7 @@ run() {
     echo "== models (skeletons): wgpu, then the CPU with 16 threads"
     : >"$out/models.jsonl"
     for m in "${MODELS[@]}"; do
-        for shape in "128 128" "512 32"; do
+        for shape in "128 128" "1024 64"; do
             # shellcheck disable=SC2086
             timeout 60 $bin/bench "/tmp/models/$m.gguf" $shape wgpu 2>/dev/null | tee -a "$out/models.jsonl"
         done

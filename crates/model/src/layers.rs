@@ -238,9 +238,10 @@ impl Attention {
         let [tokens, _] = x.dims();
         let (h, kvh, hd) = (self.heads, self.kv_heads, self.head_dim);
         // Heads stay in the projections' layout, `[tokens, heads, head_dim]`.
-        let mut q = self.q.forward(x.clone()).reshape([tokens, h, hd]);
-        let mut k = self.k.forward(x.clone()).reshape([tokens, kvh, hd]);
-        let v = self.v.forward(x).reshape([tokens, kvh, hd]);
+        let [q, k, v] = QLinear::forward_stacked([&self.q, &self.k, &self.v], x);
+        let mut q = q.reshape([tokens, h, hd]);
+        let mut k = k.reshape([tokens, kvh, hd]);
+        let v = v.reshape([tokens, kvh, hd]);
         if let Some(norm) = &self.q_norm {
             q = norm.forward(q);
         }
@@ -321,8 +322,7 @@ impl Mlp {
     /// # Shapes
     /// - `x`: `[tokens, d_model]`, output the same.
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        let gate = self.gate.forward(x.clone());
-        let up = self.up.forward(x);
+        let [gate, up] = QLinear::forward_stacked([&self.gate, &self.up], x);
         let gelu = self.activation == Activation::GeluTanh;
         self.down.forward(fused::gated(gate, up, gelu))
     }

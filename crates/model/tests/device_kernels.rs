@@ -132,3 +132,55 @@ fn wgpu_rows_match_the_reference() {
     let Some(device) = wgpu_device() else { return };
     check_rows(&device, "wgpu");
 }
+
+/// Three layers stacked into one product give each layer's own product, on every device:
+/// the same bits on the CPU (the same row dots), within float reassociation on wgpu.
+fn check_stacked(device: &Device, name: &str) {
+    let mut rng = Rng(0x57ac);
+    for format in QuantFormat::ALL {
+        let rows = [ROWS, 40, 9];
+        let layers: Vec<QLinear> = rows
+            .iter()
+            .map(|&rows| {
+                let bytes = random_matrix(format, rows, COLS, &mut rng);
+                let layout = QuantLayout {
+                    format,
+                    rows,
+                    cols: COLS,
+                };
+                QLinear::from_bytes("test", &bytes, None, layout, device).expect("shape matches")
+            })
+            .collect();
+        // One token (decoding: each layer's outputs are a contiguous range of the product's)
+        // and several (prefill: strided views).
+        for tokens in [1, TOKENS] {
+            let x: Vec<f32> = (0..tokens * COLS).map(|_| rng.float()).collect();
+            let input =
+                || Tensor::<2>::from_data(TensorData::new(x.clone(), [tokens, COLS]), device);
+            let stacked = QLinear::forward_stacked([&layers[0], &layers[1], &layers[2]], input());
+            for (i, (layer, got)) in layers.iter().zip(stacked).enumerate() {
+                let want = to_vec(layer.forward(input())).expect("readback");
+                let got = to_vec(got).expect("readback");
+                assert_eq!(got.len(), want.len(), "{name} {format} layer {i}");
+                for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+                    assert!(
+                        (g - w).abs() <= w.abs() * 1e-6,
+                        "{name} {format} {tokens} tokens, layer {i} value {n}: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn cpu_stacked_matmul_matches_each_layer() {
+    let device = DeviceKind::Cpu.device().expect("cpu device");
+    check_stacked(&device, "cpu");
+}
+
+#[test]
+fn wgpu_stacked_matmul_matches_each_layer() {
+    let Some(device) = wgpu_device() else { return };
+    check_stacked(&device, "wgpu");
+}

@@ -338,6 +338,19 @@ fn gemma3_wgpu() {
     );
 }
 
+/// The wgpu device's decoding path (one token a step, each step's outputs read from the
+/// middle of the stacked Q/K/V product) on the same prompts: the batched walks above go
+/// through the prefill kernels only.
+#[test]
+fn smollm2_wgpu_decode() {
+    check_fidelity(
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        DeviceKind::Wgpu,
+        Walk::Decode,
+        WGPU_CI_PROMPTS,
+    );
+}
+
 #[test]
 #[ignore = "12 to 26 minutes a model on lavapipe; CI runs the first prompts (smollm2_wgpu …)"]
 fn smollm2_wgpu_all() {

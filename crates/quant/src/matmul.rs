@@ -45,30 +45,59 @@ impl QuantMatrix {
 
 /// `x` (`tokens × cols`, row-major) times the transpose of `w`: `tokens × rows`, row-major.
 pub fn quant_matmul(w: &QuantMatrix, x: &[f32], tokens: usize, pool: &Pool) -> Vec<f32> {
-    let acts = Arc::new(QuantizedActs::encode(w.format.activation(), x, w.cols));
+    quant_matmul_stacked(std::slice::from_ref(w), x, tokens, pool)
+}
+
+/// `x` times the transpose of the matrices `ws` stacked row-wise (one format and width, as a
+/// layer's Q, K and V projections): `tokens × Σ rows`, row-major, each matrix's outputs after
+/// the previous one's. The activations are encoded once, and the threads are woken once for
+/// all the matrices: on two shared cores waking them costs as much as a small product.
+pub fn quant_matmul_stacked(ws: &[QuantMatrix], x: &[f32], tokens: usize, pool: &Pool) -> Vec<f32> {
+    let Some(first) = ws.first() else {
+        return Vec::new();
+    };
+    let acts = Arc::new(QuantizedActs::encode(
+        first.format.activation(),
+        x,
+        first.cols,
+    ));
     // Pieces of about 32K weights: small enough that a worker waking late still finds some,
-    // large enough that taking one costs nothing beside computing it.
-    let per = (32_768 / w.cols.max(1)).clamp(8, w.rows.max(8));
-    let pieces = w.rows.div_ceil(per);
+    // large enough that taking one costs nothing beside computing it. A piece holds rows of
+    // one matrix.
+    let per = (32_768 / first.cols.max(1)).clamp(8, 1 << 20);
+    let pieces: Vec<(usize, std::ops::Range<usize>)> = ws
+        .iter()
+        .enumerate()
+        .flat_map(|(m, w)| {
+            (0..w.rows.div_ceil(per)).map(move |i| (m, i * per..((i + 1) * per).min(w.rows)))
+        })
+        .collect();
+    let total: usize = ws.iter().map(|w| w.rows).sum();
+    let starts: Vec<usize> = ws
+        .iter()
+        .scan(0, |at, w| {
+            let here = *at;
+            *at += w.rows;
+            Some(here)
+        })
+        .collect();
     let parts = {
-        let (w, acts) = (w.clone(), Arc::clone(&acts));
+        let (ws, acts, pieces) = (ws.to_vec(), Arc::clone(&acts), pieces.clone());
         pool.map(
-            pieces,
+            pieces.len(),
             Arc::new(move |i| {
-                let range = (i * per).min(w.rows)..((i + 1) * per).min(w.rows);
-                rows_times_acts(&w, &acts, tokens, range)
+                let (m, range) = &pieces[i];
+                rows_times_acts(&ws[*m], &acts, tokens, range.clone())
             }),
         )
     };
-    let mut out = vec![0.0f32; tokens * w.rows];
-    let mut start = 0;
-    for part in parts {
-        let len = part.len() / tokens.max(1);
+    let mut out = vec![0.0f32; tokens * total];
+    for ((m, range), part) in pieces.iter().zip(parts) {
+        let (start, len) = (starts[*m] + range.start, range.len());
         for t in 0..tokens {
-            out[t * w.rows + start..t * w.rows + start + len]
+            out[t * total + start..t * total + start + len]
                 .copy_from_slice(&part[t * len..(t + 1) * len]);
         }
-        start += len;
     }
     out
 }

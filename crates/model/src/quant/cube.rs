@@ -11,6 +11,7 @@ use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::tensor::{DType, Shape};
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::ops::numeric::empty_device_dtype;
+use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::{QuantFormat, QuantLayout, QuantOps};
@@ -237,17 +238,62 @@ fn dequant8(
     }
 }
 
-/// `out[token, row] = Σ_col W[row, col] · x[token, col]` for one row and a tile of up to `tile`
-/// tokens per cube: each eight weights are decoded once for the whole tile, so a prefill reads
-/// the matrix once per tile rather than once per token. Decoding one token gets `tile = 1`,
-/// which spends nothing on the tile. Rows run over cube
-/// positions x and y (a grid dimension holds at most 65,535 cubes), tiles over z.
-#[cube(launch)]
-fn quant_matmul_kernel(
+/// Adds row `start`'s products with up to `tile` tokens from `first` (`count` of them) into
+/// `sums`: this unit's share, every `THREADS`-th group of eight columns.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn accumulate(
     blocks: &[u32],
     x: &[f32],
+    start: u32,
+    cols: u32,
+    first: u32,
+    count: u32,
+    sums: &mut Array<f32>,
+    #[comptime] tile: u32,
+    #[comptime] format: QuantFormat,
+) {
+    let chunks = cols.div_ceil(8);
+    let steps = (chunks + THREADS - 1 - UNIT_POS) / THREADS;
+    let mut w = Array::<f32>::new(8usize);
+    for step in 0..steps {
+        let k = UNIT_POS + step * THREADS;
+        dequant8(blocks, start, k, cols, &mut w, format);
+        #[unroll]
+        for t in 0..tile {
+            if t < count {
+                let at = (first + t) * cols + k * 8;
+                let mut dot = 0.0f32;
+                #[unroll]
+                for i in 0..8u32 {
+                    // Past `cols` (plain formats) the weight is 0 but x may not exist.
+                    if k * 8 + i < cols {
+                        dot += w[i as usize] * x[(at + i) as usize];
+                    }
+                }
+                sums[t as usize] += dot;
+            }
+        }
+    }
+}
+
+/// `out[token, row] = Σ_col W[row, col] · x[token, col]` for one row and a tile of up to `tile`
+/// tokens per cube, where `W` is the matrices `a`, `b`, `c` stacked (`rows_a`, `rows_b`,
+/// `rows_c` rows of one format and width; a layer's Q, K and V in one launch). Each eight
+/// weights are decoded once for the whole tile, so a prefill reads the matrix once per tile
+/// rather than once per token; decoding one token gets `tile = 1`. Rows run over cube
+/// positions x and y (a grid dimension holds at most 65,535 cubes), tiles over z.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn quant_matmul_kernel(
+    a: &[u32],
+    b: &[u32],
+    c: &[u32],
+    x: &[f32],
     out: &mut [f32],
-    rows: u32,
+    rows_a: u32,
+    rows_b: u32,
+    rows_c: u32,
     cols: u32,
     row_bytes: u32,
     tokens: u32,
@@ -255,6 +301,7 @@ fn quant_matmul_kernel(
     #[comptime] tile: u32,
     #[comptime] format: QuantFormat,
 ) {
+    let rows = rows_a + rows_b + rows_c;
     let row = CUBE_POS_X + CUBE_POS_Y * CUBE_COUNT_X;
     let first = (first_tile + CUBE_POS_Z) * tile;
     let count = min(tile, tokens - first);
@@ -264,30 +311,45 @@ fn quant_matmul_kernel(
     for t in 0..tile {
         sums[t as usize] = 0.0;
     }
-    if row < rows {
-        let start = row * row_bytes;
-        let chunks = cols.div_ceil(8);
-        let steps = (chunks + THREADS - 1 - UNIT_POS) / THREADS;
-        let mut w = Array::<f32>::new(8usize);
-        for step in 0..steps {
-            let k = UNIT_POS + step * THREADS;
-            dequant8(blocks, start, k, cols, &mut w, format);
-            #[unroll]
-            for t in 0..tile {
-                if t < count {
-                    let at = (first + t) * cols + k * 8;
-                    let mut dot = 0.0f32;
-                    #[unroll]
-                    for i in 0..8u32 {
-                        // Past `cols` (plain formats) the weight is 0 but x may not exist.
-                        if k * 8 + i < cols {
-                            dot += w[i as usize] * x[(at + i) as usize];
-                        }
-                    }
-                    sums[t as usize] += dot;
-                }
-            }
-        }
+    // The row is the same for the whole cube, so the branch is uniform.
+    if row < rows_a {
+        accumulate(
+            a,
+            x,
+            row * row_bytes,
+            cols,
+            first,
+            count,
+            &mut sums,
+            tile,
+            format,
+        );
+    } else if row < rows_a + rows_b {
+        let local = row - rows_a;
+        accumulate(
+            b,
+            x,
+            local * row_bytes,
+            cols,
+            first,
+            count,
+            &mut sums,
+            tile,
+            format,
+        );
+    } else if row < rows {
+        let local = row - rows_a - rows_b;
+        accumulate(
+            c,
+            x,
+            local * row_bytes,
+            cols,
+            first,
+            count,
+            &mut sums,
+            tile,
+            format,
+        );
     }
     #[unroll]
     for t in 0..tile {
@@ -350,60 +412,86 @@ fn row_bytes(layout: QuantLayout) -> u32 {
     layout.format.row_bytes(layout.cols).unwrap_or(0) as u32
 }
 
+/// `x · [A; B; C]ᵀ` for up to three matrices of `layout`'s format and width (`rows` each; a
+/// matrix with no rows is not read): `[tokens, Σ rows]`.
+fn matmul_stacked(
+    x: CubeTensor,
+    blocks: [CubeTensor; 3],
+    rows: [usize; 3],
+    layout: QuantLayout,
+) -> CubeTensor {
+    let x = into_contiguous(x);
+    let blocks = blocks.map(into_contiguous);
+    let tokens = x.meta.shape()[0];
+    let total: usize = rows.iter().sum();
+    let out = empty_device_dtype(
+        x.client.clone(),
+        x.device.clone(),
+        Shape::new([tokens, total]),
+        DType::F32,
+    );
+    let row_bytes = row_bytes(layout);
+    let across = (total as u32).clamp(1, MAX_CUBES);
+    let down = (total as u32).div_ceil(across);
+    let x_len = tokens * layout.cols;
+    let out_len = tokens * total;
+    let tile = if tokens >= TOKEN_TILE as usize {
+        TOKEN_TILE
+    } else {
+        1
+    };
+    let tiles = tokens.div_ceil(tile as usize);
+    let mut first = 0;
+    while first < tiles {
+        let count = (tiles - first).min(MAX_CUBES as usize);
+        // SAFETY: each buffer is bound with the length of the tensor it comes from, and the
+        // kernel indexes below those lengths (rows × row_bytes ≤ words × 4 is checked when
+        // each layer is built; tokens × cols = x's length; a matrix with no rows is not read).
+        unsafe {
+            quant_matmul_kernel::launch(
+                &out.client,
+                CubeCount::Static(across, down, count as u32),
+                CubeDim::new_1d(THREADS),
+                BufferArg::from_raw_parts(blocks[0].handle.clone(), blocks[0].meta.shape()[0]),
+                BufferArg::from_raw_parts(blocks[1].handle.clone(), blocks[1].meta.shape()[0]),
+                BufferArg::from_raw_parts(blocks[2].handle.clone(), blocks[2].meta.shape()[0]),
+                BufferArg::from_raw_parts(x.handle.clone(), x_len),
+                BufferArg::from_raw_parts(out.handle.clone(), out_len),
+                rows[0] as u32,
+                rows[1] as u32,
+                rows[2] as u32,
+                layout.cols as u32,
+                row_bytes,
+                tokens as u32,
+                first as u32,
+                tile,
+                layout.format,
+            );
+        }
+        first += count;
+    }
+    out
+}
+
 impl QuantOps for Cube {
     fn quant_matmul(
         x: FloatTensor<Self>,
         blocks: IntTensor<Self>,
         layout: QuantLayout,
     ) -> FloatTensor<Self> {
-        let x = into_contiguous(x);
-        let blocks = into_contiguous(blocks);
-        let tokens = x.meta.shape()[0];
-        let out = empty_device_dtype(
-            x.client.clone(),
-            x.device.clone(),
-            Shape::new([tokens, layout.rows]),
-            DType::F32,
-        );
-        let row_bytes = row_bytes(layout);
-        let rows = layout.rows as u32;
-        let across = rows.clamp(1, MAX_CUBES);
-        let down = rows.div_ceil(across);
-        let words = blocks.meta.shape()[0];
-        let x_len = tokens * layout.cols;
-        let out_len = tokens * layout.rows;
-        let tile = if tokens >= TOKEN_TILE as usize {
-            TOKEN_TILE
-        } else {
-            1
-        };
-        let tiles = tokens.div_ceil(tile as usize);
-        let mut first = 0;
-        while first < tiles {
-            let count = (tiles - first).min(MAX_CUBES as usize);
-            // SAFETY: each buffer is bound with the length of the tensor it comes from, and the
-            // kernel indexes below those lengths (rows × row_bytes ≤ words × 4 is checked when
-            // the layer is built; tokens × cols = x's length).
-            unsafe {
-                quant_matmul_kernel::launch(
-                    &out.client,
-                    CubeCount::Static(across, down, count as u32),
-                    CubeDim::new_1d(THREADS),
-                    BufferArg::from_raw_parts(blocks.handle.clone(), words),
-                    BufferArg::from_raw_parts(x.handle.clone(), x_len),
-                    BufferArg::from_raw_parts(out.handle.clone(), out_len),
-                    rows,
-                    layout.cols as u32,
-                    row_bytes,
-                    tokens as u32,
-                    first as u32,
-                    tile,
-                    layout.format,
-                );
-            }
-            first += count;
-        }
-        out
+        let blocks = [blocks.clone(), blocks.clone(), blocks];
+        matmul_stacked(x, blocks, [layout.rows, 0, 0], layout)
+    }
+
+    fn quant_matmul_stacked(
+        x: FloatTensor<Self>,
+        a: IntTensor<Self>,
+        b: IntTensor<Self>,
+        c: IntTensor<Self>,
+        layout: QuantLayout,
+        rows: [usize; 3],
+    ) -> FloatTensor<Self> {
+        matmul_stacked(x, [a, b, c], rows, layout)
     }
 
     fn quant_rows(

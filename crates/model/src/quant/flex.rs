@@ -7,7 +7,7 @@ use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::tensor::{Bytes, TensorData};
 
-use super::matmul::{QuantMatrix, quant_matmul};
+use super::matmul::{QuantMatrix, quant_matmul, quant_matmul_stacked};
 use super::pool::Pool;
 use super::unpack::dequantize_row;
 use super::{QuantLayout, QuantOps};
@@ -44,6 +44,30 @@ impl QuantOps for Flex {
         let values = &values[start..start + tokens * layout.cols];
         let out = quant_matmul(&matrix(&blocks, layout), values, tokens, Pool::global());
         FlexTensor::from_data(TensorData::new(out, [tokens, layout.rows]))
+    }
+
+    fn quant_matmul_stacked(
+        x: FloatTensor<Self>,
+        a: IntTensor<Self>,
+        b: IntTensor<Self>,
+        c: IntTensor<Self>,
+        layout: QuantLayout,
+        rows: [usize; 3],
+    ) -> FloatTensor<Self> {
+        let tokens = x.layout().shape()[0];
+        let x = x.to_contiguous();
+        let values: &[f32] = x.storage::<f32>();
+        let start = x.layout().start_offset();
+        let values = &values[start..start + tokens * layout.cols];
+        let matrices: Vec<QuantMatrix> = [a, b, c]
+            .iter()
+            .zip(rows)
+            .filter(|(_, rows)| *rows > 0)
+            .map(|(blocks, rows)| matrix(blocks, QuantLayout { rows, ..layout }))
+            .collect();
+        let total: usize = rows.iter().sum();
+        let out = quant_matmul_stacked(&matrices, values, tokens, Pool::global());
+        FlexTensor::from_data(TensorData::new(out, [tokens, total]))
     }
 
     fn quant_rows(

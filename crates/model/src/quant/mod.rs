@@ -42,6 +42,18 @@ pub trait QuantOps: Backend {
         layout: QuantLayout,
     ) -> FloatTensor<Self>;
 
+    /// `x · [A; B; C]ᵀ`: three matrices of `layout`'s format and width, `rows[i]` rows each,
+    /// stacked row-wise (a layer's Q, K and V projections in one launch): `[tokens, Σ rows]`.
+    /// A matrix of no rows is absent, and its blocks are not read (pass another's).
+    fn quant_matmul_stacked(
+        x: FloatTensor<Self>,
+        a: IntTensor<Self>,
+        b: IntTensor<Self>,
+        c: IntTensor<Self>,
+        layout: QuantLayout,
+        rows: [usize; 3],
+    ) -> FloatTensor<Self>;
+
     /// Rows `ids` of `W`, dequantised: `[ids, cols]` (an embedding lookup).
     fn quant_rows(
         blocks: IntTensor<Self>,
@@ -265,6 +277,43 @@ impl QLinear {
             Some(b) => y + b.val().unsqueeze::<2>(),
             None => y,
         }
+    }
+
+    /// `layers.map(|l| l.forward(x))`, from one launch when the layers can be stacked: at
+    /// most three, of one format and width, each in one part (a layer's Q, K and V; its gate
+    /// and up projections). Otherwise each layer runs on its own.
+    pub fn forward_stacked<const N: usize>(layers: [&QLinear; N], x: Tensor<2>) -> [Tensor<2>; N] {
+        let first = layers[0].layout;
+        let stackable = (1..=3).contains(&N)
+            && layers.iter().all(|l| {
+                l.parts.len() == 1 && l.layout.format == first.format && l.layout.cols == first.cols
+            });
+        if !stackable {
+            return layers.map(|l| l.forward(x.clone()));
+        }
+        // Absent matrices repeat the last one's blocks with no rows: they are not read.
+        let blocks: [Tensor<1, Int>; 3] =
+            std::array::from_fn(|i| layers[i.min(N - 1)].parts[0].clone());
+        let rows: [usize; 3] =
+            std::array::from_fn(|i| if i < N { layers[i].layout.rows } else { 0 });
+        let [a, b, c] = blocks;
+        let y = Tensor::<2>::from_dispatch(<Dispatch as QuantOps>::quant_matmul_stacked(
+            x.into_dispatch(),
+            a.into_dispatch(),
+            b.into_dispatch(),
+            c.into_dispatch(),
+            first,
+            rows,
+        ));
+        let mut at = 0;
+        layers.map(|l| {
+            let part = y.clone().narrow(1, at, l.layout.rows);
+            at += l.layout.rows;
+            match &l.bias {
+                Some(b) => part + b.val().unsqueeze::<2>(),
+                None => part,
+            }
+        })
     }
 
     /// Rows `ids` of the weight, dequantised (for an embedding table). Ids past the last row
