@@ -3,8 +3,8 @@
 //! `cargo run --release -p stampo-model --example bench -- MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu]`
 //! (threads: `STAMPO_THREADS`). Token ids are a fixed deterministic sequence inside the
 //! vocabulary, so runs are comparable; `bench/model/bench.py` runs llama.cpp on the same ids.
-//! A short warm-up (8 tokens and one step, `warmup_s`) runs first and is not counted: on the
-//! wgpu device it compiles the kernels.
+//! A warm-up (the same prefill and one step, `warmup_s`) runs first and is not counted: on
+//! the wgpu device it compiles the kernels.
 
 use std::time::Instant;
 
@@ -41,20 +41,23 @@ fn main() -> Result<()> {
         &gguf,
         &device,
         LoadOptions {
-            context: (prefill + decode + 1).max(9),
+            context: prefill + decode + 1,
         },
     )?;
     let load_s = t0.elapsed().as_secs_f64();
     let vocab = model.vocab_size();
     let ids: Vec<u32> = (0..prefill).map(|i| token(i, vocab)).collect();
-    // One short prefill and one decoding step first, in a cache of their own: on the wgpu
-    // device they compile the kernels (once per process), which is not the speed of either.
+    // The same prefill and one decoding step first, in a cache of their own: on the wgpu
+    // device they compile the kernels for these shapes (once per process), which is not the
+    // speed of either.
     let t_warm = Instant::now();
     {
         let mut warm = model.new_cache();
-        let warm_ids: Vec<u32> = (0..8).map(|i| token(i, vocab)).collect();
-        to_vec(model.forward(&warm_ids, &mut warm, false)?)?;
-        to_vec(model.forward(&[token(8, vocab)], &mut warm, false)?)?;
+        let next = token(prefill, vocab);
+        if !ids.is_empty() {
+            to_vec(model.forward(&ids, &mut warm, false)?)?;
+        }
+        to_vec(model.forward(&[next], &mut warm, false)?)?;
     }
     let warmup_s = t_warm.elapsed().as_secs_f64();
     let mut cache = model.new_cache();
