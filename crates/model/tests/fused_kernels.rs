@@ -309,9 +309,15 @@ fn attention_matches_the_reference_with_and_without_a_window() {
     let mut rng = Rng(4);
     // 70 positions: more keys than units, so the chunked pass runs twice; dim 80 needs two
     // columns per unit for some units and one for others. 2,100 positions: more scores than
-    // a cube keeps in shared memory, so its passes compute them again.
-    for (capacity, start, windows) in [(72, 67, [0, 5]), (2100, 2095, [0, 2060])] {
-        let (tokens, heads, kv, dim) = (3, 6, 2, 80);
+    // a cube keeps in shared memory, so its passes compute them again. One token over 1,291
+    // positions (or a window of 700): decoding split across cubes of 256 keys, the last
+    // split partial.
+    for (tokens, capacity, start, windows) in [
+        (3, 72, 67, [0, 5]),
+        (3, 2100, 2095, [0, 2060]),
+        (1, 1300, 1290, [0, 700]),
+    ] {
+        let (heads, kv, dim) = (6, 2, 80);
         let q = random(&mut rng, tokens * heads * dim, 1.0);
         let f16_values = |rng: &mut Rng| -> Vec<f32> {
             random(rng, kv * capacity * dim, 1.0)
