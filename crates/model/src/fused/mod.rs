@@ -14,6 +14,8 @@
 
 #[cfg(feature = "wgpu")]
 mod cube;
+#[cfg(feature = "wgpu")]
+mod cube_attention;
 mod flex;
 
 use burn::backend::tensor::FloatTensor;

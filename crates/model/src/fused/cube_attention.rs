@@ -1,0 +1,463 @@
+//! [`FusedAttention`] on burn's CubeCL backend: one cube per (query head, token), or for a
+//! decoding query with a long context, its keys split across cubes.
+
+use burn::backend::Cube;
+use burn::backend::tensor::FloatTensor;
+use burn::tensor::Shape;
+use burn_cubecl::kernel::into_contiguous;
+use burn_cubecl::tensor::CubeTensor;
+use cubecl::prelude::*;
+
+use super::FusedAttention;
+use super::cube::{THREADS, cube_reduce, empty_like, grid_of, len, round_f16};
+
+/// Scores a cube of [`attention_kernel`] keeps between its passes: 8 KiB of the 16 KiB of
+/// shared memory WebGPU guarantees.
+const KEPT_SCORES: u32 = 2048;
+
+/// `q · k` of the query row in `q_row` and the key at `key` (an offset into `keys`).
+/// Unrolled, so the key's loads are issued together rather than one latency after another.
+#[cube]
+fn score(q_row: &Shared<[f32]>, keys: &[f32], key: u32, #[comptime] dim: u32) -> f32 {
+    let mut dot = 0.0f32;
+    #[unroll]
+    for d in 0..dim {
+        dot += q_row[d as usize] * keys[(key + d) as usize];
+    }
+    dot
+}
+
+/// One cube per (query head, token): the scores of the visible keys, their softmax (three
+/// passes over the keys: maximum, sum, then the weighted values, so each probability is
+/// exactly `e^(s - max) / sum` and can be rounded to `f16` as llama.cpp's are). Up to
+/// [`KEPT_SCORES`] keys, the first pass keeps its scores in shared memory for the other two;
+/// past that, they compute them again.
+#[cube(launch)]
+fn attention_kernel(
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    out: &mut [f32],
+    heads: u32,
+    kv_heads: u32,
+    capacity: u32,
+    start: u32,
+    window: u32,
+    scale: f32,
+    #[comptime] dim: u32,
+) {
+    let head = CUBE_POS_X;
+    let token = CUBE_POS_Y;
+    let kv_head = head / (heads / kv_heads);
+    let position = start + token;
+    let end = position + 1;
+    let first = if window > 0 && end > window {
+        end - window
+    } else {
+        0u32
+    };
+    let count = end - first;
+    let q_at = (token * heads + head) * dim;
+    let cache_at = kv_head * capacity * dim;
+
+    let mut q_row = Shared::<[f32]>::new_slice(dim as usize);
+    let q_steps = (dim + THREADS - 1 - UNIT_POS) / THREADS;
+    for step in 0..q_steps {
+        let d = UNIT_POS + step * THREADS;
+        q_row[d as usize] = round_f16(q[(q_at + d) as usize]);
+    }
+    sync_cube();
+
+    // Key `first + n` is scored by unit `n % THREADS` in every pass, so a unit reads back
+    // only the scores it kept itself.
+    let mut kept = Shared::<[f32]>::new_slice(KEPT_SCORES as usize);
+    let keep = count <= KEPT_SCORES;
+    let steps = (count + THREADS - 1 - UNIT_POS) / THREADS;
+    // Below every score (a negative literal would be a compile-time constant here).
+    let mut local_max = 0.0f32;
+    local_max -= 3.0e38f32;
+    for step in 0..steps {
+        let n = UNIT_POS + step * THREADS;
+        let s = score(&q_row, keys, cache_at + (first + n) * dim, dim) * scale;
+        if keep {
+            kept[n as usize] = s;
+        }
+        if s > local_max {
+            local_max = s;
+        }
+    }
+    let max = cube_reduce(local_max, true);
+    let mut local_sum = 0.0f32;
+    for step in 0..steps {
+        let n = UNIT_POS + step * THREADS;
+        let s = if keep {
+            kept[n as usize]
+        } else {
+            score(&q_row, keys, cache_at + (first + n) * dim, dim) * scale
+        };
+        let e = (s - max).exp();
+        if keep {
+            kept[n as usize] = e;
+        }
+        local_sum += e;
+    }
+    let sum = cube_reduce(local_sum, false);
+
+    // The weighted values, a chunk of `THREADS` keys at a time: each unit computes one
+    // probability into shared memory, then adds its columns of every key in the chunk.
+    let per_unit = comptime!(dim.div_ceil(THREADS));
+    let mut acc = Array::<f32>::new(per_unit as usize);
+    #[unroll]
+    for r in 0..per_unit {
+        acc[r as usize] = 0.0;
+    }
+    let mut probs = Shared::<[f32]>::new_slice(THREADS as usize);
+    let chunks = count.div_ceil(THREADS);
+    for chunk in 0..chunks {
+        let base = first + chunk * THREADS;
+        let key = base + UNIT_POS;
+        let mut p = 0.0f32;
+        if key < end {
+            let e = if keep {
+                kept[(key - first) as usize]
+            } else {
+                (score(&q_row, keys, cache_at + key * dim, dim) * scale - max).exp()
+            };
+            p = round_f16(e / sum);
+        }
+        probs[UNIT_POS as usize] = p;
+        sync_cube();
+        let here = min(THREADS, end - base);
+        #[unroll]
+        for e in 0..THREADS {
+            if e < here {
+                let weight = probs[e as usize];
+                let row = cache_at + (base + e) * dim;
+                #[unroll]
+                for r in 0..per_unit {
+                    let d = UNIT_POS + r * THREADS;
+                    if d < dim {
+                        acc[r as usize] += weight * values[(row + d) as usize];
+                    }
+                }
+            }
+        }
+        sync_cube();
+    }
+    #[unroll]
+    for r in 0..per_unit {
+        let d = UNIT_POS + r * THREADS;
+        if d < dim {
+            out[(q_at + d) as usize] = acc[r as usize];
+        }
+    }
+}
+
+/// Keys per cube when one query's attention is split across cubes (decoding with a long
+/// context, where one cube per head would leave the GPU nearly idle): four per unit.
+const SPLIT_KEYS: u32 = 256;
+
+/// The keys `lo..hi` of split `CUBE_POS_Y` of one decoding query (head `CUBE_POS_X`).
+#[cube]
+fn split_range(start: u32, window: u32) -> (u32, u32) {
+    let end = start + 1;
+    let first = if window > 0 && end > window {
+        end - window
+    } else {
+        0u32
+    };
+    let lo = first + CUBE_POS_Y * SPLIT_KEYS;
+    (lo, min(end, lo + SPLIT_KEYS))
+}
+
+/// Loads the query row of head `head` (one token), rounded to `f16`, into `q_row`.
+#[cube]
+fn load_query(q: &[f32], q_row: &mut Shared<[f32]>, head: u32, #[comptime] dim: u32) {
+    let steps = (dim + THREADS - 1 - UNIT_POS) / THREADS;
+    for step in 0..steps {
+        let d = UNIT_POS + step * THREADS;
+        q_row[d as usize] = round_f16(q[(head * dim + d) as usize]);
+    }
+    sync_cube();
+}
+
+/// Split attention, first kernel: each split's maximum score and its sum of `e^(s - max)`.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn attention_split_stats(
+    q: &[f32],
+    keys: &[f32],
+    maxima: &mut [f32],
+    sums: &mut [f32],
+    heads: u32,
+    kv_heads: u32,
+    capacity: u32,
+    start: u32,
+    window: u32,
+    scale: f32,
+    #[comptime] dim: u32,
+) {
+    let head = CUBE_POS_X;
+    let cache_at = (head / (heads / kv_heads)) * capacity * dim;
+    let (lo, hi) = split_range(start, window);
+    let mut q_row = Shared::<[f32]>::new_slice(dim as usize);
+    load_query(q, &mut q_row, head, dim);
+    let per_unit = comptime!(SPLIT_KEYS / THREADS);
+    let mut kept = Array::<f32>::new(per_unit as usize);
+    let mut local_max = 0.0f32;
+    local_max -= 3.0e38f32;
+    #[unroll]
+    for r in 0..per_unit {
+        let key = lo + UNIT_POS + r * THREADS;
+        let mut s = local_max;
+        if key < hi {
+            s = score(&q_row, keys, cache_at + key * dim, dim) * scale;
+        }
+        kept[r as usize] = s;
+        if s > local_max {
+            local_max = s;
+        }
+    }
+    let max = cube_reduce(local_max, true);
+    let mut local_sum = 0.0f32;
+    #[unroll]
+    for r in 0..per_unit {
+        if lo + UNIT_POS + r * THREADS < hi {
+            local_sum += (kept[r as usize] - max).exp();
+        }
+    }
+    let sum = cube_reduce(local_sum, false);
+    if UNIT_POS == 0 {
+        let at = (head * CUBE_COUNT_Y + CUBE_POS_Y) as usize;
+        maxima[at] = max;
+        sums[at] = sum;
+    }
+}
+
+/// Split attention, second kernel: the softmax's maximum and sum over all splits, then this
+/// split's probabilities (rounded to `f16`) times its values, into `partial`
+/// (`[heads, splits, dim]`).
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn attention_split_values(
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    maxima: &[f32],
+    sums: &[f32],
+    partial: &mut [f32],
+    heads: u32,
+    kv_heads: u32,
+    capacity: u32,
+    start: u32,
+    window: u32,
+    scale: f32,
+    #[comptime] dim: u32,
+) {
+    let head = CUBE_POS_X;
+    let splits = CUBE_COUNT_Y;
+    let cache_at = (head / (heads / kv_heads)) * capacity * dim;
+    let (lo, hi) = split_range(start, window);
+    let mut q_row = Shared::<[f32]>::new_slice(dim as usize);
+    load_query(q, &mut q_row, head, dim);
+    let mut max = 0.0f32;
+    max -= 3.0e38f32;
+    for i in 0..splits {
+        let m = maxima[(head * splits + i) as usize];
+        if m > max {
+            max = m;
+        }
+    }
+    let mut sum = 0.0f32;
+    for i in 0..splits {
+        let at = (head * splits + i) as usize;
+        sum += sums[at] * (maxima[at] - max).exp();
+    }
+    let per_unit = comptime!(dim.div_ceil(THREADS));
+    let mut acc = Array::<f32>::new(per_unit as usize);
+    #[unroll]
+    for r in 0..per_unit {
+        acc[r as usize] = 0.0;
+    }
+    let mut probs = Shared::<[f32]>::new_slice(THREADS as usize);
+    let chunks = comptime!(SPLIT_KEYS / THREADS);
+    #[unroll]
+    for chunk in 0..chunks {
+        let base = lo + chunk * THREADS;
+        let key = base + UNIT_POS;
+        let mut p = 0.0f32;
+        if key < hi {
+            let s = score(&q_row, keys, cache_at + key * dim, dim) * scale;
+            p = round_f16((s - max).exp() / sum);
+        }
+        probs[UNIT_POS as usize] = p;
+        sync_cube();
+        #[unroll]
+        for e in 0..THREADS {
+            if base + e < hi {
+                let weight = probs[e as usize];
+                let row = cache_at + (base + e) * dim;
+                #[unroll]
+                for r in 0..per_unit {
+                    let d = UNIT_POS + r * THREADS;
+                    if d < dim {
+                        acc[r as usize] += weight * values[(row + d) as usize];
+                    }
+                }
+            }
+        }
+        sync_cube();
+    }
+    #[unroll]
+    for r in 0..per_unit {
+        let d = UNIT_POS + r * THREADS;
+        if d < dim {
+            partial[((head * splits + CUBE_POS_Y) * dim + d) as usize] = acc[r as usize];
+        }
+    }
+}
+
+/// Split attention, last kernel: `out[head, d] = Σ_split partial[head, split, d]`.
+#[cube(launch)]
+fn attention_split_sum(partial: &[f32], out: &mut [f32], splits: u32, dim: u32, len: u32) {
+    let at = ABSOLUTE_POS as u32;
+    if at < len {
+        let head = at / dim;
+        let d = at % dim;
+        let mut total = 0.0f32;
+        for i in 0..splits {
+            total += partial[((head * splits + i) * dim + d) as usize];
+        }
+        out[at as usize] = total;
+    }
+}
+
+impl FusedAttention for Cube {
+    fn fused_attention(
+        q: FloatTensor<Self>,
+        keys: FloatTensor<Self>,
+        values: FloatTensor<Self>,
+        start: usize,
+        window: usize,
+        scale: f32,
+    ) -> FloatTensor<Self> {
+        let q = into_contiguous(q);
+        let keys = into_contiguous(keys);
+        let values = into_contiguous(values);
+        let shape = q.meta.shape().clone();
+        let (tokens, heads, dim) = (shape[0], shape[1], shape[2]);
+        let cache = keys.meta.shape().clone();
+        let (kv_heads, capacity) = (cache[0], cache[1]);
+        let out = empty_like(&q, Shape::new([tokens, heads * dim]));
+        let count = if window > 0 {
+            window.min(start + 1)
+        } else {
+            start + 1
+        };
+        if tokens == 1 && count > SPLIT_KEYS as usize {
+            split_attention(&q, &keys, &values, &out, start, window, scale);
+            return out;
+        }
+        // SAFETY: cube (head, token) reads its query row, and keys and values of positions
+        // below `start + token + 1 ≤ capacity` (checked by the model), of kv head
+        // `head / (heads / kv_heads) < kv_heads`.
+        unsafe {
+            attention_kernel::launch(
+                &q.client,
+                CubeCount::Static(heads as u32, tokens as u32, 1),
+                CubeDim::new_1d(THREADS),
+                BufferArg::from_raw_parts(q.handle.clone(), len(&q)),
+                BufferArg::from_raw_parts(keys.handle.clone(), len(&keys)),
+                BufferArg::from_raw_parts(values.handle.clone(), len(&values)),
+                BufferArg::from_raw_parts(out.handle.clone(), len(&out)),
+                heads as u32,
+                kv_heads as u32,
+                capacity as u32,
+                start as u32,
+                window as u32,
+                scale,
+                dim as u32,
+            );
+        }
+        out
+    }
+}
+
+/// One decoding query's attention split across cubes of [`SPLIT_KEYS`] keys (flash-decoding):
+/// statistics per split, then each split's share of the output, then their sum; three
+/// launches instead of one, with `splits` times the cubes.
+fn split_attention(
+    q: &CubeTensor,
+    keys: &CubeTensor,
+    values: &CubeTensor,
+    out: &CubeTensor,
+    start: usize,
+    window: usize,
+    scale: f32,
+) {
+    let shape = q.meta.shape().clone();
+    let (heads, dim) = (shape[1], shape[2]);
+    let cache = keys.meta.shape().clone();
+    let (kv_heads, capacity) = (cache[0], cache[1]);
+    let count = if window > 0 {
+        window.min(start + 1)
+    } else {
+        start + 1
+    };
+    let splits = count.div_ceil(SPLIT_KEYS as usize);
+    let maxima = empty_like(q, Shape::new([heads * splits]));
+    let sums = empty_like(q, Shape::new([heads * splits]));
+    let partial = empty_like(q, Shape::new([heads, splits, dim]));
+    let grid = CubeCount::Static(heads as u32, splits as u32, 1);
+    // SAFETY: cube (head, split) reads the query row of `head`, keys and values of its split's
+    // positions (below `start + 1 ≤ capacity`, checked by the model) of kv head
+    // `head / (heads / kv_heads)`, and writes its own entries of `maxima`, `sums` and
+    // `partial`; the sum reads `heads × splits × dim` partial values.
+    unsafe {
+        attention_split_stats::launch(
+            &q.client,
+            grid.clone(),
+            CubeDim::new_1d(THREADS),
+            BufferArg::from_raw_parts(q.handle.clone(), len(q)),
+            BufferArg::from_raw_parts(keys.handle.clone(), len(keys)),
+            BufferArg::from_raw_parts(maxima.handle.clone(), len(&maxima)),
+            BufferArg::from_raw_parts(sums.handle.clone(), len(&sums)),
+            heads as u32,
+            kv_heads as u32,
+            capacity as u32,
+            start as u32,
+            window as u32,
+            scale,
+            dim as u32,
+        );
+        attention_split_values::launch(
+            &q.client,
+            grid,
+            CubeDim::new_1d(THREADS),
+            BufferArg::from_raw_parts(q.handle.clone(), len(q)),
+            BufferArg::from_raw_parts(keys.handle.clone(), len(keys)),
+            BufferArg::from_raw_parts(values.handle.clone(), len(values)),
+            BufferArg::from_raw_parts(maxima.handle.clone(), len(&maxima)),
+            BufferArg::from_raw_parts(sums.handle.clone(), len(&sums)),
+            BufferArg::from_raw_parts(partial.handle.clone(), len(&partial)),
+            heads as u32,
+            kv_heads as u32,
+            capacity as u32,
+            start as u32,
+            window as u32,
+            scale,
+            dim as u32,
+        );
+        let total = (heads * dim) as u32;
+        attention_split_sum::launch(
+            &q.client,
+            grid_of(total.div_ceil(THREADS)),
+            CubeDim::new_1d(THREADS),
+            BufferArg::from_raw_parts(partial.handle.clone(), len(&partial)),
+            BufferArg::from_raw_parts(out.handle.clone(), len(out)),
+            splits as u32,
+            dim as u32,
+            total,
+        );
+    }
+}
