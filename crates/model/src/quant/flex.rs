@@ -7,7 +7,7 @@ use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::tensor::{Bytes, TensorData};
 
-use super::matmul::{QuantMatrix, quant_matmul, quant_matmul_stacked};
+use super::matmul::{QuantMatrix, quant_matmul_stacked};
 use super::pool::Pool;
 use super::unpack::dequantize_row;
 use super::{QuantLayout, QuantOps};
@@ -37,13 +37,10 @@ impl QuantOps for Flex {
         blocks: IntTensor<Self>,
         layout: QuantLayout,
     ) -> FloatTensor<Self> {
-        let tokens = x.layout().shape()[0];
-        let x = x.to_contiguous();
-        let values: &[f32] = x.storage::<f32>();
-        let start = x.layout().start_offset();
-        let values = &values[start..start + tokens * layout.cols];
-        let out = quant_matmul(&matrix(&blocks, layout), values, tokens, Pool::global());
-        FlexTensor::from_data(TensorData::new(out, [tokens, layout.rows]))
+        // One matrix is a stack of one: the others have no rows and are not read.
+        let stack = [blocks.clone(), blocks.clone(), blocks];
+        let [a, b, c] = stack;
+        Self::quant_matmul_stacked(x, a, b, c, layout, [layout.rows, 0, 0])
     }
 
     fn quant_matmul_stacked(
