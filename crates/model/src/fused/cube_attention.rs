@@ -355,7 +355,8 @@ impl FusedAttention for Cube {
             start + 1
         };
         if tokens == 1 && count > SPLIT_KEYS as usize {
-            split_attention(&q, &keys, &values, &out, start, window, scale);
+            let splits = count.div_ceil(SPLIT_KEYS as usize);
+            split_attention(&q, &keys, &values, &out, start, window, scale, splits);
             return out;
         }
         // SAFETY: cube (head, token) reads its query row, and keys and values of positions
@@ -386,6 +387,7 @@ impl FusedAttention for Cube {
 /// One decoding query's attention split across cubes of [`SPLIT_KEYS`] keys (flash-decoding):
 /// statistics per split, then each split's share of the output, then their sum; three
 /// launches instead of one, with `splits` times the cubes.
+#[allow(clippy::too_many_arguments)]
 fn split_attention(
     q: &CubeTensor,
     keys: &CubeTensor,
@@ -394,17 +396,12 @@ fn split_attention(
     start: usize,
     window: usize,
     scale: f32,
+    splits: usize,
 ) {
     let shape = q.meta.shape().clone();
     let (heads, dim) = (shape[1], shape[2]);
     let cache = keys.meta.shape().clone();
     let (kv_heads, capacity) = (cache[0], cache[1]);
-    let count = if window > 0 {
-        window.min(start + 1)
-    } else {
-        start + 1
-    };
-    let splits = count.div_ceil(SPLIT_KEYS as usize);
     let maxima = empty_like(q, Shape::new([heads * splits]));
     let sums = empty_like(q, Shape::new([heads * splits]));
     let partial = empty_like(q, Shape::new([heads, splits, dim]));
