@@ -28,6 +28,7 @@ pub mod error;
 pub mod gbnf;
 pub mod ir;
 pub mod json_schema;
+mod json_string;
 pub mod limits;
 pub mod matcher;
 pub mod regex;

@@ -9,7 +9,9 @@
 //! from the parent's continuation — usually a few hundred tokens (those starting with `"`
 //! when inside a string). Scans drive the matcher's lazy DFA (`stacks.rs`), so most trie
 //! nodes cost a table look-up and a rejected prefix skips its whole subtree. Finished masks
-//! are cached per DFA state too, so a state seen before costs a copy.
+//! are cached per DFA state too, so a state seen before costs a copy. The costliest scans,
+//! from the inside of a free JSON string, are made once per vocabulary and shared by every
+//! grammar (`json_string.rs`).
 //!
 //! Special tokens are never matched as text; they are allowed only where the grammar names
 //! them (`<think>`, `<[id]>`, `!<...>`). End-of-sequence tokens are allowed exactly where the
@@ -23,6 +25,7 @@ use crate::automaton::CompiledGrammar;
 use crate::automaton::StateId;
 use crate::error::GrammarError;
 use crate::ir::TokenRef;
+use crate::json_string::StringProbe;
 use crate::matcher::Matcher;
 use crate::stacks::{DEAD, Engine, HOLE};
 use crate::vocab::{UTF8_BELOW, UTF8_FROM_NODE, Vocabulary, byte_class};
@@ -38,6 +41,8 @@ pub(crate) struct TokenState {
     frames: FxHashMap<StateId, FrameMask>,
     /// Scratch: DFA state per trie depth.
     path: Vec<u32>,
+    /// Recognises the inside of a free string, whose mask the vocabulary shares.
+    strings: Option<StringProbe>,
 }
 
 fn set_bit(mask: &mut [u32], id: u32) {
@@ -86,6 +91,7 @@ impl Matcher {
             masks: FxHashMap::default(),
             frames: FxHashMap::default(),
             path,
+            strings: StringProbe::new(),
         });
         Ok(m)
     }
@@ -274,26 +280,13 @@ fn add_frame_tokens(engine: &mut Engine, ts: &mut TokenState, f: u32, out: &mut 
             });
             let fm = match base {
                 Some((accepted, boundary, below)) => {
-                    extend_frame_mask(engine, &ts.vocab, &mut ts.path, accepted, &boundary, below)
+                    // A pop out of the shorter chain now continues in a copy of `below`
+                    // (the next real frame) over the unknown context.
+                    let (local, _) = engine.local_chain(below, 1);
+                    let cont = engine.closure_set(local);
+                    continue_frame_mask(engine, &ts.vocab, &mut ts.path, accepted, &boundary, cont)
                 }
-                None => {
-                    let start = engine.closure_set(key);
-                    let mut fm = FrameMask {
-                        accepted: vec![0u32; ts.vocab.mask_words()].into(),
-                        boundary: Vec::new(),
-                    };
-                    let (accepted, boundary) = (&mut fm.accepted, Some(&mut fm.boundary));
-                    walk(
-                        engine,
-                        &ts.vocab,
-                        &mut ts.path,
-                        Span::All,
-                        start,
-                        accepted,
-                        boundary,
-                    );
-                    fm
-                }
+                None => full_frame_mask(engine, ts, key),
             };
             ts.frames.insert(key, fm);
         }
@@ -333,26 +326,56 @@ fn add_frame_tokens(engine: &mut Engine, ts: &mut TokenState, f: u32, out: &mut 
     }
 }
 
-/// The mask of a chain one frame longer than the one whose mask is `accepted`/`boundary`:
-/// a pop out of the shorter chain now continues in a copy of `below` (the next real frame)
-/// over the unknown context, so only the boundary subtrees are walked again.
-fn extend_frame_mask(
+/// The mask of chain `key` from the whole vocabulary: from the shared walk of a free
+/// string's inside when `key` starts inside one (see `json_string.rs`), else a full walk.
+fn full_frame_mask(engine: &mut Engine, ts: &mut TokenState, key: u32) -> FrameMask {
+    let start = engine.closure_set(key);
+    if let Some(probe) = ts.strings.as_mut()
+        && let Some((exit, closes_at_once)) = probe.exit(engine, start)
+    {
+        let inside = probe.inside(&ts.vocab, &mut ts.path);
+        let part = if closes_at_once {
+            &inside.any
+        } else {
+            &inside.after_char
+        };
+        let accepted = part.accepted.clone();
+        return continue_frame_mask(engine, &ts.vocab, &mut ts.path, accepted, &part.exits, exit);
+    }
+    let mut fm = FrameMask {
+        accepted: vec![0u32; ts.vocab.mask_words()].into(),
+        boundary: Vec::new(),
+    };
+    walk(
+        engine,
+        &ts.vocab,
+        &mut ts.path,
+        Span::All,
+        start,
+        &mut fm.accepted,
+        Some(&mut fm.boundary),
+    );
+    fm
+}
+
+/// A frame mask from a partial one: `accepted` holds the tokens that never reach the nodes
+/// `ends`, where a path leaves a part already walked (a shorter chain's pop, a string's
+/// closing quote) and continues in `cont`; only the subtrees below `ends` are walked.
+fn continue_frame_mask(
     engine: &mut Engine,
     vocab: &Vocabulary,
     path: &mut [u32],
     mut accepted: Box<[u32]>,
-    shorter_boundary: &[u32],
-    below: u32,
+    ends: &[u32],
+    cont: u32,
 ) -> FrameMask {
-    let (local, _) = engine.local_chain(below, 1);
-    let cont = engine.closure_set(local);
-    // If the next frame can pop at once, the shorter chain's boundary nodes stay boundaries.
+    // If the continuation can pop at once, the end nodes are boundaries.
     let mut boundary = if engine.has_hole(cont) {
-        shorter_boundary.to_vec()
+        ends.to_vec()
     } else {
         Vec::new()
     };
-    for &node in shorter_boundary {
+    for &node in ends {
         walk(
             engine,
             vocab,
@@ -370,7 +393,7 @@ fn extend_frame_mask(
 
 /// Which trie nodes a walk covers.
 #[derive(Clone, Copy)]
-enum Span {
+pub(crate) enum Span {
     /// The whole vocabulary, from the root.
     All,
     /// The nodes strictly below this one, reading the bytes after it.
@@ -383,7 +406,7 @@ enum Span {
 ///
 /// Where the state loops on every byte class found below a node, the whole subtree is
 /// accepted at once (its tokens are one slice), without visiting it.
-fn walk(
+pub(crate) fn walk(
     engine: &mut Engine,
     vocab: &Vocabulary,
     path: &mut [u32],
@@ -392,21 +415,48 @@ fn walk(
     out: &mut [u32],
     mut boundary: Option<&mut Vec<u32>>,
 ) {
-    let nodes = &vocab.nodes;
-    let (mut i, end) = match span {
-        Span::All => (0, nodes.len()),
-        Span::Below(n) => {
-            let top = nodes[n as usize];
-            path[top.depth as usize] = start;
-            (n as usize + 1, top.subtree_end as usize)
+    match span {
+        Span::All => {
+            path[0] = start;
+            // The first-level nodes lie far apart in the trie: going through a compact list
+            // of them, and stepping before touching a node, keeps a walk that allows few
+            // first bytes from visiting (and missing the cache on) all of them.
+            for &(byte, node) in &vocab.first_level {
+                if engine.step(start, byte) != DEAD {
+                    let end = vocab.nodes[node as usize].subtree_end as usize;
+                    walk_nodes(engine, vocab, path, node as usize, end, out, &mut boundary);
+                }
+            }
         }
-    };
-    if let Span::All = span {
-        path[0] = start;
+        Span::Below(n) => {
+            let top = vocab.nodes[n as usize];
+            path[top.depth as usize] = start;
+            let (i, end) = (n as usize + 1, top.subtree_end as usize);
+            walk_nodes(engine, vocab, path, i, end, out, &mut boundary);
+        }
     }
+}
+
+/// [`walk`] over the trie nodes `i..end` (whole subtrees), whose parents' states are in
+/// `path`.
+fn walk_nodes(
+    engine: &mut Engine,
+    vocab: &Vocabulary,
+    path: &mut [u32],
+    mut i: usize,
+    end: usize,
+    out: &mut [u32],
+    boundary: &mut Option<&mut Vec<u32>>,
+) {
+    let nodes = &vocab.nodes;
     while i < end {
         let node = nodes[i];
         let d = node.depth as usize;
+        let s = engine.step(path[d - 1], node.byte);
+        if s == DEAD {
+            i = node.subtree_end as usize;
+            continue;
+        }
         // Worth checking only above a large subtree: a check may step every byte of a class.
         let big = node.subtree_end as usize - i > 16;
         // A lead byte puts the state in mid-character, where nothing loops: judge its
@@ -422,11 +472,6 @@ fn walk(
                 set_bit(out, id);
             }
             vocab.set_tokens_below(i, out);
-            i = node.subtree_end as usize;
-            continue;
-        }
-        let s = engine.step(path[d - 1], node.byte);
-        if s == DEAD {
             i = node.subtree_end as usize;
             continue;
         }

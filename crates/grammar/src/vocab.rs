@@ -6,6 +6,10 @@
 //! skips a whole subtree the moment its prefix is rejected, and tokens sharing a prefix share
 //! the work of matching it.
 
+use std::sync::OnceLock;
+
+use crate::json_string::StringInside;
+
 /// One trie node: the token(s) spelled by the path to it end here.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct TrieNode {
@@ -140,6 +144,10 @@ pub struct Vocabulary {
     /// first bytes of common words), so that taking such a subtree whole is an OR of words
     /// instead of thousands of scattered bits. Indexed by node; `None` for the rest.
     pub(crate) big_subtrees: Vec<Option<Box<[u32]>>>,
+    /// The first-level nodes (a token's first byte) with their bytes, in trie order.
+    pub(crate) first_level: Vec<(u8, u32)>,
+    /// The walk of a free JSON string's inside, shared by every grammar (made on first use).
+    pub(crate) json_string: OnceLock<StringInside>,
 }
 
 impl Vocabulary {
@@ -197,6 +205,12 @@ impl Vocabulary {
         let (below_classes, first_token) = subtree_summaries(&nodes, token_ids.len());
         let big_subtrees = big_subtree_masks(&nodes, &token_ids, &first_token, tokens.len());
         let (utf8, height) = utf8_and_height(&nodes);
+        let mut first_level = Vec::new();
+        let mut i = 0;
+        while let Some(n) = nodes.get(i) {
+            first_level.push((n.byte, i as u32));
+            i = n.subtree_end as usize;
+        }
         Vocabulary {
             tokens,
             special,
@@ -209,6 +223,8 @@ impl Vocabulary {
             height,
             first_token,
             big_subtrees,
+            first_level,
+            json_string: OnceLock::new(),
         }
     }
 
@@ -223,6 +239,25 @@ impl Vocabulary {
         for &id in self.tokens_below(i) {
             if let Some(w) = out.get_mut(id as usize / 32) {
                 *w |= 1 << (id % 32);
+            }
+        }
+    }
+
+    /// The first-level trie node for `byte` (the tokens starting with it), if any.
+    pub(crate) fn first_level_node(&self, byte: u8) -> Option<u32> {
+        self.first_level
+            .iter()
+            .find(|&&(b, _)| b == byte)
+            .map(|&(_, n)| n)
+    }
+
+    /// Clears in `out` the bits of the tokens at trie node `i` and below it.
+    pub(crate) fn clear_tokens_from(&self, i: u32, out: &mut [u32]) {
+        let (i, n) = (i as usize, self.nodes[i as usize]);
+        let own = &self.token_ids[n.tokens_start as usize..n.tokens_end as usize];
+        for &id in own.iter().chain(self.tokens_below(i)) {
+            if let Some(w) = out.get_mut(id as usize / 32) {
+                *w &= !(1 << (id % 32));
             }
         }
     }

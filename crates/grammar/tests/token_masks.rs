@@ -164,6 +164,86 @@ fn masks_equal_brute_force_on_multibyte_strings_in_large_vocabularies() {
     }
 }
 
+/// The inside of a free string is walked once per vocabulary and shared by every grammar
+/// (`json_string.rs`): two schemas on one vocabulary, strings followed by a comma, a brace,
+/// a bracket, whitespace or a pop, right after the quote and after escapes, and a string
+/// that cannot be empty (its first character is a called rule), each mask equal to brute
+/// force. The second schema's strings use the walk the first one made.
+#[test]
+fn shared_string_masks_equal_brute_force_across_grammars() {
+    let Some(v) = common::vocab(SMOLLM2) else {
+        return;
+    };
+    let v = Arc::new(v);
+    let schemas = [
+        serde_json::json!({
+            "type": "object",
+            "properties": {
+                "name": {"type": "string"},
+                "tags": {"type": "array", "items": {"type": "string"}},
+                "short": {"type": "string", "maxLength": 3},
+                "nonempty": {"type": "string", "minLength": 1}
+            },
+            "required": ["name", "tags", "short", "nonempty"]
+        }),
+        serde_json::json!({
+            "type": "object",
+            "additionalProperties": {"anyOf": [{"type": "string"}, {"type": "integer"}]}
+        }),
+    ];
+    let docs: [&[&[u8]]; 2] = [
+        &[
+            br#"{"name":"a \"quoted\" \u00e9 name","tags":["x","", "y z"],"short":"abc","nonempty":"\"x"}"#,
+            br#"{ "name" : "" , "tags" : [ ] , "short" : "\n" ,"nonempty":"\u00e9"}"#,
+        ],
+        &[
+            br#"{"key one":"value","k\"2":12,"":"\\"}"#,
+            b"{\"a\" : \"b\"\n}",
+        ],
+    ];
+    // Right after an opening quote (a token boundary there is not certain in a document).
+    let prefixes: [&[&[u8]]; 2] = [
+        &[
+            br#"{"name":""#,
+            br#"{"name":"x","tags":[""#,
+            br#"{"name":"","tags":[],"short":"ab","nonempty":""#,
+        ],
+        &[br#"{""#, br#"{"a":""#],
+    ];
+    let mut mask = vec![0u32; v.mask_words()];
+    for ((schema, docs), prefixes) in schemas.iter().zip(docs).zip(prefixes) {
+        let what = schema.to_string();
+        let c = stampo_grammar::json_schema::compile(schema, &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let g = Arc::new(CompiledGrammar::new(&c.grammar).unwrap_or_else(|e| panic!("{e}")));
+        let mut m = Matcher::with_vocabulary(g, v.clone()).unwrap_or_else(|e| panic!("{e}"));
+        for doc in docs {
+            m.reset();
+            check_masks_along(&mut m, &v, doc, 1, &what);
+        }
+        for prefix in prefixes {
+            m.reset();
+            m.consume_bytes(prefix)
+                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+            let text = String::from_utf8_lossy(prefix);
+            assert_eq!(bits(&mask), brute_force(&mut m, &v), "{what}: after {text}");
+        }
+    }
+    // A string that cannot be empty, whose first character is a rule of its own.
+    let src = r#"root ::= "[" ("\"" char+ "\"" ("," "\"" char+ "\"")*)? "]"
+char ::= [^\x00-\x1F"\\] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
+"#;
+    let mut m = Matcher::with_vocabulary(grammar(src), v.clone()).unwrap_or_else(|e| panic!("{e}"));
+    for prefix in [&b"[\""[..], b"[\"x\",\""] {
+        m.reset();
+        m.consume_bytes(prefix).unwrap_or_else(|e| panic!("{e}"));
+        m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+        let text = String::from_utf8_lossy(prefix);
+        assert_eq!(bits(&mask), brute_force(&mut m, &v), "{src}: after {text}");
+    }
+}
+
 /// A made-up vocabulary with large subtrees under `x`: well-formed multi-byte tails (taken
 /// whole inside a string) beside ill-formed ones (a lead byte followed by ASCII, a stray
 /// continuation byte, a cut-off four-byte lead, an overlong form), which the string must
