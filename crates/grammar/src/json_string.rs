@@ -20,7 +20,7 @@ use std::sync::{Arc, OnceLock};
 use rustc_hash::FxHashMap;
 
 use crate::automaton::CompiledGrammar;
-use crate::ir::{Expr, Grammar, Rule, RuleId};
+use crate::ir::{CharRange, Expr, Grammar, Rule, RuleId};
 use crate::limits::Limits;
 use crate::stacks::{DEAD, Engine};
 use crate::tokens::{Span, walk};
@@ -49,11 +49,70 @@ const MAX_PAIRS: usize = 64;
 /// Most answers a matcher remembers before starting over.
 const MAX_KNOWN: usize = 4096;
 
-/// The canonical string: `root ::= s`, `s ::= "\"" json-char* "\""`, with `s` called (not
-/// inlined) so that its end is a pop into the unknown context right after the quote.
-fn canonical() -> Option<&'static Arc<CompiledGrammar>> {
-    static CANONICAL: OnceLock<Option<Arc<CompiledGrammar>>> = OnceLock::new();
+/// How many spellings of a string's character are recognised: the JSON Schema front end's
+/// (the JSON specification's: anything but `"`, `\` and control characters, and the escapes
+/// with `\/`), and llama.cpp's (its `json.gbnf` and its schema converter: DEL excluded too,
+/// no `\/`), which users bring as GBNF.
+pub(crate) const KINDS: usize = 2;
+
+fn char_expr(kind: usize) -> Expr {
+    if kind == 0 {
+        return crate::regex::json_char();
+    }
+    let class = |ranges: &[(char, char)], negated| Expr::Class {
+        ranges: ranges
+            .iter()
+            .map(|&(lo, hi)| CharRange { lo, hi })
+            .collect(),
+        negated,
+    };
+    let hex = class(&[('0', '9'), ('a', 'f'), ('A', 'F')], false);
+    let escaped = class(
+        &[
+            ('"', '"'),
+            ('\\', '\\'),
+            ('b', 'b'),
+            ('f', 'f'),
+            ('n', 'n'),
+            ('r', 'r'),
+            ('t', 't'),
+        ],
+        false,
+    );
+    Expr::Alt(vec![
+        class(
+            &[
+                ('\0', '\u{1f}'),
+                ('"', '"'),
+                ('\\', '\\'),
+                ('\u{7f}', '\u{7f}'),
+            ],
+            true,
+        ),
+        Expr::Seq(vec![
+            Expr::Literal(b"\\".to_vec()),
+            Expr::Alt(vec![
+                escaped,
+                Expr::Seq(vec![
+                    Expr::Literal(b"u".to_vec()),
+                    Expr::Repeat {
+                        expr: Box::new(hex),
+                        min: 4,
+                        max: Some(4),
+                    },
+                ]),
+            ]),
+        ]),
+    ])
+}
+
+/// The canonical string of a kind: `root ::= s`, `s ::= "\"" char* "\""`, with `s` called
+/// (not inlined) so that its end is a pop into the unknown context right after the quote.
+fn canonical(kind: usize) -> Option<&'static Arc<CompiledGrammar>> {
+    static CANONICAL: [OnceLock<Option<Arc<CompiledGrammar>>>; KINDS] =
+        [const { OnceLock::new() }; KINDS];
     CANONICAL
+        .get(kind)?
         .get_or_init(|| {
             let quote = || Expr::Literal(b"\"".to_vec());
             let grammar = Grammar {
@@ -67,7 +126,7 @@ fn canonical() -> Option<&'static Arc<CompiledGrammar>> {
                         expr: Expr::Seq(vec![
                             quote(),
                             Expr::Repeat {
-                                expr: Box::new(crate::regex::json_char()),
+                                expr: Box::new(char_expr(kind)),
                                 min: 0,
                                 max: None,
                             },
@@ -88,38 +147,58 @@ fn canonical() -> Option<&'static Arc<CompiledGrammar>> {
         .as_ref()
 }
 
-/// A matcher's means of recognising the inside of a free string: the canonical automaton,
-/// and what it found about each set asked before.
-pub(crate) struct StringProbe {
+/// A canonical string's automaton, and its inside over the unknown context.
+struct Canonical {
     engine: Engine,
-    /// The canonical inside, over the unknown context.
     inside: u32,
-    known: FxHashMap<u32, Option<(u32, bool)>>,
-    pairs: Vec<(u32, u32)>,
 }
 
-impl StringProbe {
-    pub(crate) fn new() -> Option<Self> {
-        let mut engine = Engine::new(canonical()?.clone());
+impl Canonical {
+    fn new(kind: usize) -> Option<Self> {
+        let mut engine = Engine::new(canonical(kind)?.clone());
         // After the opening quote, the one frame is the string's; copied onto the unknown
         // context, its closing quote pops into it.
         let open = engine.step(engine.initial, b'"');
         let &frame = engine.set(open).first()?;
         let (key, _) = engine.local_chain(frame, 1);
         let inside = engine.closure_set(key);
-        Some(StringProbe {
-            engine,
-            inside,
+        Some(Canonical { engine, inside })
+    }
+}
+
+/// A set found to be the inside of a string.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Found {
+    /// Which spelling of a character (an index below [`KINDS`]).
+    pub kind: usize,
+    /// The set after the closing quote.
+    pub exit: u32,
+    /// Whether the string may close at once (else a character must come first).
+    pub closes_at_once: bool,
+}
+
+/// A matcher's means of recognising the inside of a free string: the canonical automata,
+/// and what it found about each set asked before.
+pub(crate) struct StringProbe {
+    kinds: Vec<Canonical>,
+    known: FxHashMap<u32, Option<Found>>,
+    pairs: Vec<(u32, u32)>,
+}
+
+impl StringProbe {
+    pub(crate) fn new() -> Self {
+        StringProbe {
+            kinds: (0..KINDS).filter_map(Canonical::new).collect(),
             known: FxHashMap::default(),
             pairs: Vec::new(),
-        })
+        }
     }
 
-    /// If `set` (of `engine`) accepts exactly what the inside of a free JSON string accepts,
-    /// byte for byte, never popping before the closing quote, except perhaps that it
-    /// cannot close at once (a string's `char` rule, called before the quote may come):
-    /// the set after the closing quote, and whether it may close at once.
-    pub(crate) fn exit(&mut self, engine: &mut Engine, set: u32) -> Option<(u32, bool)> {
+    /// Whether `set` (of `engine`) accepts exactly what the inside of a free JSON string of
+    /// some kind accepts, byte for byte, never popping before the closing quote, except
+    /// perhaps that it cannot close at once (a string's `char` rule, called before the
+    /// quote may come).
+    pub(crate) fn find(&mut self, engine: &mut Engine, set: u32) -> Option<Found> {
         if let Some(&known) = self.known.get(&set) {
             return known;
         }
@@ -131,7 +210,7 @@ impl StringProbe {
         exit
     }
 
-    fn search(&mut self, engine: &mut Engine, set: u32) -> Option<(u32, bool)> {
+    fn search(&mut self, engine: &mut Engine, set: u32) -> Option<Found> {
         // Most sets fail at once: inside a string a control byte dies, and letters soon
         // loop (the sets right after the opening quote, or after a first character that
         // a `char+` requires, may differ from the loop's).
@@ -150,19 +229,39 @@ impl StringProbe {
             return None;
         }
         let closes_at_once = engine.step(set, b'"') != DEAD;
+        (0..self.kinds.len()).find_map(|kind| {
+            let exit = self.product(kind, engine, set, closes_at_once)?;
+            Some(Found {
+                kind,
+                exit,
+                closes_at_once,
+            })
+        })
+    }
+
+    /// Runs `set` in step with the canonical inside of `kind` over every byte; the set after
+    /// the closing quote if they agree.
+    fn product(
+        &mut self,
+        kind: usize,
+        engine: &mut Engine,
+        set: u32,
+        closes_at_once: bool,
+    ) -> Option<u32> {
+        let canon = self.kinds.get_mut(kind)?;
         let mut exit = None;
         self.pairs.clear();
-        self.pairs.push((set, self.inside));
+        self.pairs.push((set, canon.inside));
         let mut i = 0;
         while let Some(&(x, y)) = self.pairs.get(i) {
             i += 1;
             let mut last = (x, y);
             for b in 0..=255u8 {
-                let (x2, y2) = (engine.step(x, b), self.engine.step(y, b));
+                let (x2, y2) = (engine.step(x, b), canon.engine.step(y, b));
                 // The canonical string pops only at its closing quote. Wherever it does,
                 // this one must go on, always in the same set (so that the shared exits
                 // all continue from it); only at the very start may it refuse to close.
-                if y2 != DEAD && self.engine.has_hole(y2) {
+                if y2 != DEAD && canon.engine.has_hole(y2) {
                     if x2 == DEAD && i == 1 && !closes_at_once {
                         continue;
                     }
@@ -190,21 +289,24 @@ impl StringProbe {
                 }
             }
         }
-        Some((exit?, closes_at_once))
+        exit
     }
 
-    /// The shared walk of the canonical inside over `vocab`, made on first use.
+    /// The shared walk of the canonical inside of `kind` over `vocab`, made on first use.
     pub(crate) fn inside<'v>(
         &mut self,
+        kind: usize,
         vocab: &'v Vocabulary,
         path: &mut [u32],
-    ) -> &'v StringInside {
-        vocab.json_string.get_or_init(|| {
+    ) -> Option<&'v StringInside> {
+        let canon = self.kinds.get_mut(kind)?;
+        let cell = vocab.string_insides.get(kind)?;
+        Some(cell.get_or_init(|| {
             let mut accepted: Box<[u32]> = vec![0u32; vocab.mask_words()].into();
             let mut exits = Vec::new();
-            let start = self.inside;
+            let start = canon.inside;
             walk(
-                &mut self.engine,
+                &mut canon.engine,
                 vocab,
                 path,
                 Span::All,
@@ -227,7 +329,7 @@ impl StringProbe {
                 any: Part { accepted, exits },
                 after_char,
             }
-        })
+        }))
     }
 }
 
@@ -249,47 +351,58 @@ mod tests {
 
     #[test]
     fn recognises_a_free_string_whatever_follows_it() {
-        let mut probe = StringProbe::new().unwrap();
+        let mut probe = StringProbe::new();
         let src = format!(r#"root ::= "{{\"a\":\"" ({JSON_CHAR})* "\"," [0-9]+ "}}""#);
         let (mut e, s) = engine_at(&src, br#"{"a":""#);
-        let exit = probe.exit(&mut e, s).expect("the inside of a free string");
-        assert_eq!(exit, (e.step(s, b'"'), true));
+        let found = probe.find(&mut e, s).expect("the inside of a free string");
+        assert_eq!((found.kind, found.closes_at_once), (0, true));
+        assert_eq!(found.exit, e.step(s, b'"'));
         // Also after some characters and a completed escape.
         let (mut e, s) = engine_at(&src, br#"{"a":"x\n\u00e9y"#);
-        assert!(probe.exit(&mut e, s).is_some());
+        assert!(probe.find(&mut e, s).is_some());
     }
 
     #[test]
     fn recognises_a_string_that_needs_a_first_character() {
-        let mut probe = StringProbe::new().unwrap();
+        let mut probe = StringProbe::new();
         let src = format!(
             r#"root ::= "[" ("\"" char+ "\"")? "]"
 char ::= {JSON_CHAR}
 "#
         );
         let (mut e, s) = engine_at(&src, b"[\"");
-        let (exit, closes_at_once) = probe.exit(&mut e, s).expect("a non-empty string");
-        assert!(!closes_at_once);
+        let found = probe.find(&mut e, s).expect("a non-empty string");
+        assert!(!found.closes_at_once);
         let letter = e.step(s, b'a');
-        assert_eq!(exit, e.step(letter, b'"'));
+        assert_eq!(found.exit, e.step(letter, b'"'));
+    }
+
+    #[test]
+    fn recognises_llama_cpp_strings() {
+        let mut probe = StringProbe::new();
+        // As in llama.cpp's json.gbnf: DEL excluded, no `\/`.
+        let src =
+            r#"root ::= "\"" ([^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}))* "\"""#;
+        let (mut e, s) = engine_at(src, b"\"");
+        assert_eq!(probe.find(&mut e, s).map(|f| f.kind), Some(1));
     }
 
     #[test]
     fn other_strings_are_not_taken_for_it() {
-        let mut probe = StringProbe::new().unwrap();
-        // llama.cpp's json.gbnf also excludes DEL and has no `\/`.
+        let mut probe = StringProbe::new();
         let cases = [
-            r#"root ::= "\"" ([^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}))* "\"""#,
             r#"root ::= "\"" [a-z]* "\"""#,
             r#"root ::= "\"" ([^"\\\x00-\x1F] | "\\" ["\\/bfnrt])* "\"""#,
+            // DEL excluded but `\/` kept: neither spelling.
+            r#"root ::= "\"" ([^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))* "\"""#,
         ];
         for src in cases {
             let (mut e, s) = engine_at(src, b"\"");
-            assert_eq!(probe.exit(&mut e, s), None, "{src}");
+            assert_eq!(probe.find(&mut e, s), None, "{src}");
         }
         // A string with a length bound counts down: not the loop.
         let src = format!(r#"root ::= "\"" ({JSON_CHAR}){{0,3}} "\"""#);
         let (mut e, s) = engine_at(&src, b"\"");
-        assert_eq!(probe.exit(&mut e, s), None);
+        assert_eq!(probe.find(&mut e, s), None);
     }
 }

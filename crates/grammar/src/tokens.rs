@@ -42,7 +42,7 @@ pub(crate) struct TokenState {
     /// Scratch: DFA state per trie depth.
     path: Vec<u32>,
     /// Recognises the inside of a free string, whose mask the vocabulary shares.
-    strings: Option<StringProbe>,
+    strings: StringProbe,
 }
 
 fn set_bit(mask: &mut [u32], id: u32) {
@@ -330,17 +330,16 @@ fn add_frame_tokens(engine: &mut Engine, ts: &mut TokenState, f: u32, out: &mut 
 /// string's inside when `key` starts inside one (see `json_string.rs`), else a full walk.
 fn full_frame_mask(engine: &mut Engine, ts: &mut TokenState, key: u32) -> FrameMask {
     let start = engine.closure_set(key);
-    if let Some(probe) = ts.strings.as_mut()
-        && let Some((exit, closes_at_once)) = probe.exit(engine, start)
+    if let Some(found) = ts.strings.find(engine, start)
+        && let Some(inside) = ts.strings.inside(found.kind, &ts.vocab, &mut ts.path)
     {
-        let inside = probe.inside(&ts.vocab, &mut ts.path);
-        let part = if closes_at_once {
+        let part = if found.closes_at_once {
             &inside.any
         } else {
             &inside.after_char
         };
-        let accepted = part.accepted.clone();
-        return continue_frame_mask(engine, &ts.vocab, &mut ts.path, accepted, &part.exits, exit);
+        let (accepted, ends) = (part.accepted.clone(), &part.exits);
+        return continue_frame_mask(engine, &ts.vocab, &mut ts.path, accepted, ends, found.exit);
     }
     let mut fm = FrameMask {
         accepted: vec![0u32; ts.vocab.mask_words()].into(),

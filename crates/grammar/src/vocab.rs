@@ -8,7 +8,7 @@
 
 use std::sync::OnceLock;
 
-use crate::json_string::StringInside;
+use crate::json_string::{KINDS, StringInside};
 
 /// One trie node: the token(s) spelled by the path to it end here.
 #[derive(Clone, Copy, Debug)]
@@ -146,8 +146,9 @@ pub struct Vocabulary {
     pub(crate) big_subtrees: Vec<Option<Box<[u32]>>>,
     /// The first-level nodes (a token's first byte) with their bytes, in trie order.
     pub(crate) first_level: Vec<(u8, u32)>,
-    /// The walk of a free JSON string's inside, shared by every grammar (made on first use).
-    pub(crate) json_string: OnceLock<StringInside>,
+    /// The walks of a free JSON string's inside, per spelling of its characters, shared by
+    /// every grammar (made on first use).
+    pub(crate) string_insides: [OnceLock<StringInside>; KINDS],
 }
 
 impl Vocabulary {
@@ -224,7 +225,7 @@ impl Vocabulary {
             first_token,
             big_subtrees,
             first_level,
-            json_string: OnceLock::new(),
+            string_insides: [const { OnceLock::new() }; KINDS],
         }
     }
 
