@@ -9,7 +9,7 @@
 //! *exits*, 188 on Qwen2.5). Only what follows the quote depends on the grammar.
 //!
 //! So a vocabulary walks a canonical string (`"` json-char* `"`, the JSON Schema front end's
-//! own `char`) once, and a matcher recognises a state that behaves exactly like its inside
+//! own `char`, and llama.cpp's) once, when it is made, and a matcher recognises a state that behaves exactly like its inside
 //! by running both automata in step over every byte (a product search), before trusting the
 //! shared result: the mask of such a state is the shared one plus the exits' subtrees
 //! walked from the state after the quote. llguidance's "slicer" precomputes masks of
@@ -177,6 +177,15 @@ pub(crate) struct Found {
     pub closes_at_once: bool,
 }
 
+/// Makes the vocabulary's walks of every kind of string inside.
+pub(crate) fn prepare(vocab: &Vocabulary) {
+    let mut probe = StringProbe::new();
+    let mut path = vec![DEAD; vocab.max_depth + 1];
+    for kind in 0..KINDS {
+        probe.inside(kind, vocab, &mut path);
+    }
+}
+
 /// A matcher's means of recognising the inside of a free string: the canonical automata,
 /// and what it found about each set asked before.
 pub(crate) struct StringProbe {
@@ -292,7 +301,8 @@ impl StringProbe {
         exit
     }
 
-    /// The shared walk of the canonical inside of `kind` over `vocab`, made on first use.
+    /// The shared walk of the canonical inside of `kind` over `vocab` (made with the
+    /// vocabulary, see [`prepare`]).
     pub(crate) fn inside<'v>(
         &mut self,
         kind: usize,

@@ -491,6 +491,16 @@ fn walk_nodes(
             i = node.subtree_end as usize;
             continue;
         }
+        if let Some(children) = vocab.wide_children(i) {
+            for &(byte, child) in children {
+                if engine.step(s, byte) != DEAD {
+                    let end = nodes[child as usize].subtree_end as usize;
+                    walk_nodes(engine, vocab, path, child as usize, end, out, boundary);
+                }
+            }
+            i = node.subtree_end as usize;
+            continue;
+        }
         i += 1;
     }
 }

@@ -10,6 +10,9 @@ use std::sync::OnceLock;
 
 use crate::json_string::{KINDS, StringInside};
 
+/// How many children make a node worth a compact list of them (see `wide_children`).
+const WIDE_CHILDREN: usize = 8;
+
 /// One trie node: the token(s) spelled by the path to it end here.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct TrieNode {
@@ -146,8 +149,13 @@ pub struct Vocabulary {
     pub(crate) big_subtrees: Vec<Option<Box<[u32]>>>,
     /// The first-level nodes (a token's first byte) with their bytes, in trie order.
     pub(crate) first_level: Vec<(u8, u32)>,
+    /// Per node, an index in `wide_children` when it has many children, else `u32::MAX`.
+    wide: Vec<u32>,
+    /// The children (byte, node) of the nodes with many of them: a walk steps through this
+    /// compact list instead of visiting children that lie far apart in the trie.
+    wide_children: Vec<Box<[(u8, u32)]>>,
     /// The walks of a free JSON string's inside, per spelling of its characters, shared by
-    /// every grammar (made on first use).
+    /// every grammar (walked when the vocabulary is made).
     pub(crate) string_insides: [OnceLock<StringInside>; KINDS],
 }
 
@@ -206,13 +214,29 @@ impl Vocabulary {
         let (below_classes, first_token) = subtree_summaries(&nodes, token_ids.len());
         let big_subtrees = big_subtree_masks(&nodes, &token_ids, &first_token, tokens.len());
         let (utf8, height) = utf8_and_height(&nodes);
-        let mut first_level = Vec::new();
-        let mut i = 0;
-        while let Some(n) = nodes.get(i) {
-            first_level.push((n.byte, i as u32));
-            i = n.subtree_end as usize;
+        let children_of = |i: usize, end: usize| {
+            let mut out = Vec::new();
+            let mut c = i;
+            while c < end {
+                out.push((nodes[c].byte, c as u32));
+                c = nodes[c].subtree_end as usize;
+            }
+            out
+        };
+        let first_level = children_of(0, nodes.len());
+        let mut wide = vec![u32::MAX; nodes.len()];
+        let mut wide_children = Vec::new();
+        for (i, n) in nodes.iter().enumerate() {
+            // Only where a node has many children is the list worth its memory.
+            if n.subtree_end as usize - i > WIDE_CHILDREN {
+                let children = children_of(i + 1, n.subtree_end as usize);
+                if children.len() >= WIDE_CHILDREN {
+                    wide[i] = wide_children.len() as u32;
+                    wide_children.push(children.into_boxed_slice());
+                }
+            }
         }
-        Vocabulary {
+        let vocab = Vocabulary {
             tokens,
             special,
             eos,
@@ -225,8 +249,14 @@ impl Vocabulary {
             first_token,
             big_subtrees,
             first_level,
+            wide,
+            wide_children,
             string_insides: [const { OnceLock::new() }; KINDS],
-        }
+        };
+        // Walked now rather than at the first grammar's first string: like the trie, a
+        // cost of loading the vocabulary (well under a millisecond), not of a request.
+        crate::json_string::prepare(&vocab);
+        vocab
     }
 
     /// Sets in `out` the bits of the tokens strictly below trie node `i`.
@@ -242,6 +272,12 @@ impl Vocabulary {
                 *w |= 1 << (id % 32);
             }
         }
+    }
+
+    /// The children of node `i` as (byte, node), when it has many.
+    pub(crate) fn wide_children(&self, i: usize) -> Option<&[(u8, u32)]> {
+        let w = *self.wide.get(i)?;
+        self.wide_children.get(w as usize).map(|c| &c[..])
     }
 
     /// The first-level trie node for `byte` (the tokens starting with it), if any.
