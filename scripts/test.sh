@@ -21,7 +21,7 @@ step() { step_start=$(date +%s); printf '\n== %s\n' "$*"; }
 done_step() { printf '== %s: %d s\n' "$1" "$(( $(date +%s) - step_start ))"; }
 
 step "set-up"
-scripts/setup.sh apt node bindgen trunk models
+scripts/setup.sh apt node bindgen trunk models fuzz
 done_step "set-up"
 
 step "cargo fmt --check"
@@ -36,14 +36,15 @@ step "cargo test (native)"
 cargo test --workspace
 done_step "cargo test"
 
-step "fuzz the schema and regex compilers (briefly)"
-# cargo-fuzz needs a nightly toolchain (cargo install cargo-fuzz; rustup toolchain install nightly).
+step "fuzz the GBNF parser, the schema and the regex compilers (briefly)"
+# cargo-fuzz comes from the set-up; libFuzzer's instrumentation needs the nightly toolchain.
 if command -v cargo-fuzz >/dev/null && rustup toolchain list 2>/dev/null | grep -q '^nightly'; then
   (cd crates/grammar/fuzz && python3 seed.py \
+    && cargo +nightly fuzz run gbnf -- -max_total_time=30 -rss_limit_mb=2048 -timeout=10 \
     && cargo +nightly fuzz run json_schema -- -max_total_time=30 -rss_limit_mb=2048 -timeout=10 \
     && cargo +nightly fuzz run regex -- -max_total_time=30 -rss_limit_mb=2048 -timeout=10)
 else
-  echo "SKIPPED: cargo-fuzz or a nightly toolchain not installed"
+  echo "SKIPPED: cargo-fuzz or a nightly toolchain not installed (scripts/setup.sh fuzz)"
 fi
 done_step "fuzz"
 

@@ -1,5 +1,6 @@
 """Seeds the fuzz corpora from the vendored JSON Schema Test Suite: every schema (for
-`json_schema`) and every `pattern`/`patternProperties` regex (for `regex`).
+`json_schema`) and every `pattern`/`patternProperties` regex (for `regex`); and from the
+vendored llama.cpp grammars (for `gbnf`).
 
 Run from crates/grammar/fuzz: python3 seed.py
 """
@@ -9,6 +10,7 @@ import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SUITE = os.path.join(HERE, "..", "tests", "data", "json-schema-test-suite", "draft2020-12")
+GRAMMARS = os.path.join(HERE, "..", "tests", "data", "llama.cpp-grammars")
 
 
 def patterns(v, out):
@@ -32,13 +34,19 @@ def main():
                 for group in json.load(fh):
                     schemas.append(json.dumps(group["schema"]))
                     patterns(group["schema"], regexes)
-    for name, items in (("json_schema", schemas), ("regex", sorted(regexes))):
+    grammars = []
+    for f in sorted(os.listdir(GRAMMARS)):
+        if f.endswith(".gbnf"):
+            with open(os.path.join(GRAMMARS, f), encoding="utf-8") as fh:
+                grammars.append(fh.read())
+    corpora = (("json_schema", schemas), ("regex", sorted(regexes)), ("gbnf", grammars))
+    for name, items in corpora:
         d = os.path.join(HERE, "corpus", name)
         os.makedirs(d, exist_ok=True)
         for i, text in enumerate(items):
             with open(os.path.join(d, f"seed-{i:04}"), "w", encoding="utf-8") as fh:
                 fh.write(text)
-    print(f"{len(schemas)} schemas, {len(regexes)} patterns")
+    print(f"{len(schemas)} schemas, {len(regexes)} patterns, {len(grammars)} grammars")
 
 
 if __name__ == "__main__":

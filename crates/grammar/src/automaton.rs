@@ -283,9 +283,10 @@ fn inlinable(g: &Grammar, limits: &Limits) -> Vec<bool> {
                 inner.unwrap_or(2)
             }
             Expr::Seq(xs) | Expr::Alt(xs) => {
-                let mut t = 2;
+                // Saturating: nested repetitions (`x****`) reach usize::MAX, never inlined.
+                let mut t: usize = 2;
                 for x in xs {
-                    t += expr_size(g, x, size, state, limits)?;
+                    t = t.saturating_add(expr_size(g, x, size, state, limits)?);
                 }
                 t
             }
