@@ -76,27 +76,22 @@ setup_bindgen() {
   fi
 }
 
-setup_trunk() {
-  local have=""
-  if [ -x "$STAMPO_CACHE/tools/bin/trunk" ]; then
-    have=$("$STAMPO_CACHE/tools/bin/trunk" --version | awk '{print $2}')
+# install_pinned PART CRATE VERSION NOTE: cargo-installs CRATE (its binary has the crate's
+# name) at exactly VERSION into $STAMPO_CACHE/tools, unless that version is there already.
+install_pinned() {
+  local part=$1 crate=$2 want=$3 note=$4 have=""
+  if [ -x "$STAMPO_CACHE/tools/bin/$crate" ]; then
+    have=$("$STAMPO_CACHE/tools/bin/$crate" --version | awk '{print $2}')
   fi
-  if [ "$have" = "$TRUNK_VERSION" ]; then say "trunk: trunk $have"; return; fi
-  say "trunk: installing trunk $TRUNK_VERSION (have: ${have:-none}); takes 10-30 minutes once"
+  if [ "$have" = "$want" ]; then say "$part: $crate $have"; return; fi
+  say "$part: installing $crate $want (have: ${have:-none}); $note"
   CARGO_TARGET_DIR="$STAMPO_CACHE/tool-build" cargo install --quiet --locked --force \
-    --root "$STAMPO_CACHE/tools" trunk --version "$TRUNK_VERSION"
+    --root "$STAMPO_CACHE/tools" "$crate" --version "$want"
 }
 
-setup_fuzz() {
-  local have=""
-  if [ -x "$STAMPO_CACHE/tools/bin/cargo-fuzz" ]; then
-    have=$("$STAMPO_CACHE/tools/bin/cargo-fuzz" --version | awk '{print $2}')
-  fi
-  if [ "$have" = "$CARGO_FUZZ_VERSION" ]; then say "fuzz: cargo-fuzz $have"; return; fi
-  say "fuzz: installing cargo-fuzz $CARGO_FUZZ_VERSION (have: ${have:-none}); takes minutes once"
-  CARGO_TARGET_DIR="$STAMPO_CACHE/tool-build" cargo install --quiet --locked --force \
-    --root "$STAMPO_CACHE/tools" cargo-fuzz --version "$CARGO_FUZZ_VERSION"
-}
+setup_trunk() { install_pinned trunk trunk "$TRUNK_VERSION" "takes 10-30 minutes once"; }
+
+setup_fuzz() { install_pinned fuzz cargo-fuzz "$CARGO_FUZZ_VERSION" "takes minutes once"; }
 
 setup_models() { "$root/scripts/fetch-models.sh"; }
 
