@@ -93,64 +93,76 @@ pub fn dot_f32_portable(w: &[f32], x: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
-/// `row · x` for activation row `t`, straight from the GGUF bytes, for the formats that have
-/// a fused kernel (Q8_0 and Q4_1: AVX2 on x86-64, portable loops elsewhere, wasm included):
-/// no decoded copy of the row, which in a decode step costs more than the dot itself. `None`
-/// where the caller must decode the row first.
-#[inline]
-pub fn dot_raw(format: QuantFormat, row: &[u8], acts: &QuantizedActs, t: usize) -> Option<f32> {
+/// A fused kernel: `row · x` for activation row `t`, straight from the GGUF bytes.
+pub type RawDot = fn(row: &[u8], acts: &QuantizedActs, t: usize) -> f32;
+
+/// The fused kernel for `format` on this CPU (AVX2 or AVX-VNNI on x86-64, `simd128` in wasm,
+/// portable loops elsewhere): no decoded copy of the row, which in a decode step costs more
+/// than the dot itself. Chosen once per piece of a product, not per row. `None` where the
+/// caller must decode the row first.
+pub fn raw_dot(format: QuantFormat) -> Option<RawDot> {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
-        // A block of 32 reads the first of its two groups' scales (and both groups' sums).
-        // Formats without a fused kernel have no 8-bit activations to slice.
-        let (q, d) = (|| acts.row_q(t), || acts.row_d(t));
         let vnni = has_vnni();
-        // SAFETY: AVX2 and FMA were detected on this CPU at run time, and AVX-VNNI where
-        // `vnni` is set.
-        return unsafe {
-            match format {
-                QuantFormat::Q8_0 if vnni => Some(x86::vnni::dot_q8_0(row, q(), d())),
-                QuantFormat::Q8_0 => Some(x86::avx2::dot_q8_0(row, q(), d())),
-                QuantFormat::Q4_1 if vnni => {
-                    Some(x86::vnni::dot_q4_1(row, q(), d(), acts.row_sum(t)))
-                }
-                QuantFormat::Q4_1 => Some(x86::avx2::dot_q4_1(row, q(), d(), acts.row_sum(t))),
-                QuantFormat::Q5_0 if vnni => Some(x86::vnni::dot_q5_0(row, q(), d())),
-                QuantFormat::Q5_0 => Some(x86::avx2::dot_q5_0(row, q(), d())),
-                QuantFormat::Q4K => Some(x86::dot_q4_k_avx2(row, q(), d())),
-                QuantFormat::Q6K => Some(x86::dot_q6_k_avx2(row, q(), d())),
-                _ => None,
+        // SAFETY (every `unsafe` below): AVX2 and FMA were detected on this CPU at run time,
+        // and AVX-VNNI where `vnni` is set.
+        return match format {
+            QuantFormat::Q8_0 if vnni => {
+                Some(|r, a, t| unsafe { x86::vnni::dot_q8_0(r, a.row_q(t), a.row_d(t)) })
             }
+            QuantFormat::Q8_0 => {
+                Some(|r, a, t| unsafe { x86::avx2::dot_q8_0(r, a.row_q(t), a.row_d(t)) })
+            }
+            QuantFormat::Q4_1 if vnni => Some(|r, a, t| unsafe {
+                x86::vnni::dot_q4_1(r, a.row_q(t), a.row_d(t), a.row_sum(t))
+            }),
+            QuantFormat::Q4_1 => Some(|r, a, t| unsafe {
+                x86::avx2::dot_q4_1(r, a.row_q(t), a.row_d(t), a.row_sum(t))
+            }),
+            QuantFormat::Q5_0 if vnni => {
+                Some(|r, a, t| unsafe { x86::vnni::dot_q5_0(r, a.row_q(t), a.row_d(t)) })
+            }
+            QuantFormat::Q5_0 => {
+                Some(|r, a, t| unsafe { x86::avx2::dot_q5_0(r, a.row_q(t), a.row_d(t)) })
+            }
+            QuantFormat::Q4K => {
+                Some(|r, a, t| unsafe { x86::dot_q4_k_avx2(r, a.row_q(t), a.row_d(t)) })
+            }
+            QuantFormat::Q6K => {
+                Some(|r, a, t| unsafe { x86::dot_q6_k_avx2(r, a.row_q(t), a.row_d(t)) })
+            }
+            _ => None,
         };
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
     return match format {
-        QuantFormat::Q8_0 => Some(wasm::dot_q8_0_simd128(row, acts.row_q(t), acts.row_d(t))),
-        QuantFormat::Q4_1 => Some(wasm::dot_q4_1_simd128(
-            row,
-            acts.row_q(t),
-            acts.row_d(t),
-            acts.row_sum(t),
-        )),
-        QuantFormat::Q5_0 => Some(dot_q5_0_portable(row, acts.row_q(t), acts.row_d(t))),
-        QuantFormat::Q4K => Some(dot_q4_k_portable(row, acts.row_q(t), acts.row_d(t))),
-        QuantFormat::Q6K => Some(dot_q6_k_portable(row, acts.row_q(t), acts.row_d(t))),
-        _ => None,
+        QuantFormat::Q8_0 => Some(|r, a, t| wasm::dot_q8_0_simd128(r, a.row_q(t), a.row_d(t))),
+        QuantFormat::Q4_1 => {
+            Some(|r, a, t| wasm::dot_q4_1_simd128(r, a.row_q(t), a.row_d(t), a.row_sum(t)))
+        }
+        _ => portable_raw_dot(format),
     };
     #[allow(unreachable_code)]
+    portable_raw_dot(format)
+}
+
+/// The portable fused kernels (LLVM vectorises their loops).
+fn portable_raw_dot(format: QuantFormat) -> Option<RawDot> {
     match format {
-        QuantFormat::Q8_0 => Some(dot_q8_0_portable(row, acts.row_q(t), acts.row_d(t))),
-        QuantFormat::Q4_1 => Some(dot_q4_1_portable(
-            row,
-            acts.row_q(t),
-            acts.row_d(t),
-            acts.row_sum(t),
-        )),
-        QuantFormat::Q5_0 => Some(dot_q5_0_portable(row, acts.row_q(t), acts.row_d(t))),
-        QuantFormat::Q4K => Some(dot_q4_k_portable(row, acts.row_q(t), acts.row_d(t))),
-        QuantFormat::Q6K => Some(dot_q6_k_portable(row, acts.row_q(t), acts.row_d(t))),
+        QuantFormat::Q8_0 => Some(|r, a, t| dot_q8_0_portable(r, a.row_q(t), a.row_d(t))),
+        QuantFormat::Q4_1 => {
+            Some(|r, a, t| dot_q4_1_portable(r, a.row_q(t), a.row_d(t), a.row_sum(t)))
+        }
+        QuantFormat::Q5_0 => Some(|r, a, t| dot_q5_0_portable(r, a.row_q(t), a.row_d(t))),
+        QuantFormat::Q4K => Some(|r, a, t| dot_q4_k_portable(r, a.row_q(t), a.row_d(t))),
+        QuantFormat::Q6K => Some(|r, a, t| dot_q6_k_portable(r, a.row_q(t), a.row_d(t))),
         _ => None,
     }
+}
+
+/// `row · x` for activation row `t` with the fused kernel of `format` ([`raw_dot`]).
+pub fn dot_raw(format: QuantFormat, row: &[u8], acts: &QuantizedActs, t: usize) -> Option<f32> {
+    raw_dot(format).map(|dot| dot(row, acts, t))
 }
 
 /// Q8_0 blocks against 8-bit activations, in loops LLVM vectorises (`simd128` in wasm).
@@ -302,7 +314,7 @@ pub fn dot_q6_k_portable(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
 }
 
 #[cfg(target_arch = "x86_64")]
-fn has_avx2() -> bool {
+pub(crate) fn has_avx2() -> bool {
     use std::sync::OnceLock;
     static AVX2: OnceLock<bool> = OnceLock::new();
     *AVX2.get_or_init(|| {

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::act::QuantizedActs;
-use crate::dot::{IntRows, dot_f32, dot_int, dot_raw};
+use crate::dot::{IntRows, dot_f32, dot_int, raw_dot};
 use crate::format::QuantFormat;
 use crate::pool::Pool;
 use crate::unpack::{UnpackedRow, unpack_row};
@@ -36,10 +36,10 @@ impl QuantMatrix {
         self.format.row_bytes(self.cols).unwrap_or(0)
     }
 
-    fn row(&self, n: usize) -> &[u8] {
+    /// The bytes of rows `range`, contiguous.
+    fn rows(&self, range: std::ops::Range<usize>) -> &[u8] {
         let rb = self.row_bytes();
-        let start = self.offset + n * rb;
-        &(*self.bytes).as_ref()[start..start + rb]
+        &(*self.bytes).as_ref()[self.offset + range.start * rb..self.offset + range.end * rb]
     }
 }
 
@@ -112,14 +112,13 @@ fn rows_times_acts(
     let len = range.len();
     let mut out = vec![0.0f32; tokens * len];
     let mut row = UnpackedRow::default();
-    for (i, n) in range.enumerate() {
-        let bytes = w.row(n);
-        if tokens > 0
-            && let Some(first) = dot_raw(w.format, bytes, acts, 0)
-        {
-            out[i] = first;
-            for t in 1..tokens {
-                out[t * len + i] = dot_raw(w.format, bytes, acts, t).unwrap_or(0.0);
+    // One look-up of the storage per piece, not per row (it is behind a `dyn`).
+    let rb = w.row_bytes();
+    let fused = raw_dot(w.format);
+    for (i, bytes) in w.rows(range).chunks_exact(rb.max(1)).enumerate() {
+        if let Some(dot) = fused {
+            for t in 0..tokens {
+                out[t * len + i] = dot(bytes, acts, t);
             }
             continue;
         }

@@ -1,15 +1,32 @@
 //! A small pool of worker threads that park (block on a channel) between jobs.
 //!
-//! Spinning pools collapse on a machine whose few cores are shared, so a worker here sleeps in
-//! the kernel until a job arrives. Waking one takes tens of microseconds — as long as a small
-//! matmul — so [`Pool::map`] never waits for a worker to start: the work is cut into pieces
-//! that the caller and the workers take one at a time, and a worker that wakes late finds
-//! less (or nothing) left to do.
+//! Spinning pools collapse on a machine whose few cores are shared: a thread that spins until
+//! the others reach a barrier holds a core the late thread needs (llama.cpp, SmolLM2, two
+//! threads on two cores that two busy processes also want: decode 18–24 tokens/s and prefill
+//! 5–17, against 69–81 and 170–190 idle). Here a thread waits in the kernel, after a short
+//! poll that gives the core away between looks and is skipped while the machine is busy:
+//! - a worker polls for its next job for 100 µs (`STAMPO_POOL_POLL_US`). A decode step is a
+//!   hundred products with 5–50 µs of the caller's own work between them; waking a parked
+//!   worker takes tens of microseconds on these VMs, so a worker that parked after every
+//!   product joined each one late (SmolLM2, two threads, idle: 60–63 tokens/s without the
+//!   poll, 73–81 with it);
+//! - [`Pool::map`] never waits for a worker to start: the work is cut into pieces that the
+//!   caller and the workers take one at a time, and a worker that comes late finds less (or
+//!   nothing) left to do. The caller then polls up to 50 µs for the pieces still being
+//!   computed (a piece is a few microseconds) before it parks;
+//! - a thread that finds it was descheduled while polling (another thread ran on its core)
+//!   parks without polling for the next 50 ms: on a busy core a poll is charged to the
+//!   poller, and the thread with the work waits behind it. With two busy processes on the two
+//!   cores, SmolLM2 decodes at 30–49 tokens/s with the poll and 33–44 without.
 
+use std::any::Any;
+use std::cell::Cell;
+use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::thread;
+use std::thread::{self, Thread};
+use std::time::{Duration, Instant};
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
@@ -49,56 +66,166 @@ impl Pool {
 impl Pool {
     /// `f(0)`, …, `f(n - 1)`, in order, computed by the caller and the workers together:
     /// each takes the next index until none is left.
+    ///
+    /// When none is left the caller waits for the pieces the workers still hold. A piece is a
+    /// few microseconds of work, less than a park and a wake cost here, so the caller first
+    /// polls for a bounded time ([`JOIN_SPIN`]) and only then parks; a worker never polls.
     pub fn map<R: Send + 'static>(
         &self,
         n: usize,
         f: Arc<dyn Fn(usize) -> R + Send + Sync>,
     ) -> Vec<R> {
-        let next = Arc::new(AtomicUsize::new(0));
-        let (tx, rx) = channel::<(usize, R)>();
+        let shared = Arc::new(Shared {
+            n,
+            next: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            results: (0..n).map(|_| Mutex::new(None)).collect(),
+            panic: Mutex::new(None),
+            f,
+            caller: thread::current(),
+        });
         let helpers = self.workers.len().min(n.saturating_sub(1));
         for worker in &self.workers[..helpers] {
-            let (next, f, tx) = (Arc::clone(&next), Arc::clone(&f), tx.clone());
-            let job: Job = Box::new(move || {
-                loop {
-                    let i = next.fetch_add(1, Ordering::Relaxed);
-                    if i >= n || tx.send((i, f(i))).is_err() {
-                        break;
-                    }
-                }
-            });
+            let shared = Arc::clone(&shared);
+            let job: Job = Box::new(move || shared.work());
             // A worker gone (its thread ended) leaves its share to the others.
             if let Ok(sender) = worker.lock() {
                 let _ = sender.send(job);
             }
         }
-        drop(tx);
-        let mut results: Vec<Option<R>> = (0..n).map(|_| None).collect();
-        let mut done = 0;
+        shared.work();
+        let finished = || (shared.done.load(Ordering::Acquire) >= n).then_some(());
+        if poll_for(JOIN_POLL, finished).is_none() {
+            // Woken by the worker that finishes the last piece (or spuriously: look again).
+            while finished().is_none() {
+                thread::park();
+            }
+        }
+        if let Some(payload) = shared.panic.lock().ok().and_then(|mut p| p.take()) {
+            panic::resume_unwind(payload);
+        }
+        shared
+            .results
+            .iter()
+            .filter_map(|slot| slot.lock().ok().and_then(|mut r| r.take()))
+            .collect()
+    }
+}
+
+/// How long a caller polls for the workers' last pieces before it parks.
+const JOIN_POLL: Duration = Duration::from_micros(50);
+
+/// How long a worker polls for its next job before it parks: `STAMPO_POOL_POLL_US`, else
+/// [`DEFAULT_WORKER_POLL_US`].
+fn worker_poll() -> Duration {
+    static POLL: OnceLock<Duration> = OnceLock::new();
+    *POLL.get_or_init(|| {
+        let us = std::env::var("STAMPO_POOL_POLL_US")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(DEFAULT_WORKER_POLL_US);
+        Duration::from_micros(us)
+    })
+}
+
+const DEFAULT_WORKER_POLL_US: u64 = 100;
+
+/// Looks at `ready` until it gives a value or `limit` has passed, giving the core away
+/// between looks (`yield_now`); at once, without polling, while the machine is busy.
+///
+/// Between two looks a few microseconds pass, unless the thread was descheduled: another
+/// thread wanted this core and ran for its time slice. Polling then costs more than parking
+/// (the scheduler charges the poll to this thread, and the thread with the work waits behind
+/// it), so this thread stops polling for [`QUIET`].
+fn poll_for<T>(limit: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
+    let start = Instant::now();
+    if QUIET_UNTIL
+        .with(Cell::get)
+        .is_some_and(|until| start < until)
+    {
+        return ready();
+    }
+    let mut before = start;
+    loop {
+        if let Some(value) = ready() {
+            return Some(value);
+        }
+        let now = Instant::now();
+        if now.duration_since(before) > DESCHEDULED {
+            QUIET_UNTIL.with(|q| q.set(Some(now + QUIET)));
+            return None;
+        }
+        if now.duration_since(start) >= limit {
+            return None;
+        }
+        before = now;
+        thread::yield_now();
+    }
+}
+
+/// A gap between two looks this long means the thread was descheduled (a time slice is a
+/// millisecond or more; a look and a yield on a free core take a microsecond or two).
+const DESCHEDULED: Duration = Duration::from_micros(200);
+
+/// How long a thread that found the machine busy parks without polling.
+const QUIET: Duration = Duration::from_millis(50);
+
+thread_local! {
+    static QUIET_UNTIL: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// One [`Pool::map`] call, shared by the caller and the workers it woke.
+struct Shared<R> {
+    n: usize,
+    /// The next index to take.
+    next: AtomicUsize,
+    /// Indices computed (or panicked).
+    done: AtomicUsize,
+    results: Vec<Mutex<Option<R>>>,
+    /// The first panic of a worker, raised again on the caller.
+    panic: Mutex<Option<Box<dyn Any + Send>>>,
+    f: Arc<dyn Fn(usize) -> R + Send + Sync>,
+    caller: Thread,
+}
+
+impl<R> Shared<R> {
+    /// Takes indices until none is left.
+    fn work(&self) {
         loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            if i >= n {
-                break;
+            let i = self.next.fetch_add(1, Ordering::Relaxed);
+            if i >= self.n {
+                return;
             }
-            results[i] = Some(f(i));
-            done += 1;
-        }
-        // Pieces a worker took: wait for them (the channel closes when every worker is done).
-        while done < n {
-            match rx.recv() {
-                Ok((i, r)) => {
-                    results[i] = Some(r);
-                    done += 1;
+            match panic::catch_unwind(AssertUnwindSafe(|| (self.f)(i))) {
+                Ok(r) => {
+                    if let Ok(mut slot) = self.results[i].lock() {
+                        *slot = Some(r);
+                    }
                 }
-                Err(_) => break,
+                Err(payload) => {
+                    if let Ok(mut first) = self.panic.lock() {
+                        first.get_or_insert(payload);
+                    }
+                }
+            }
+            if self.done.fetch_add(1, Ordering::AcqRel) + 1 == self.n {
+                self.caller.unpark();
             }
         }
-        results.into_iter().flatten().collect()
     }
 }
 
 fn worker(rx: Receiver<Job>) {
-    while let Ok(job) = rx.recv() {
+    let poll = worker_poll();
+    loop {
+        let job = match poll_for(poll, || rx.try_recv().ok()) {
+            Some(job) => job,
+            None => match rx.recv() {
+                Ok(job) => job,
+                // The pool is gone.
+                Err(_) => return,
+            },
+        };
         job();
     }
 }
@@ -121,5 +248,35 @@ mod tests {
             let out = pool.map(n, Arc::new(|i| i * i));
             assert_eq!(out, (0..n).map(|i| i * i).collect::<Vec<_>>());
         }
+    }
+
+    #[test]
+    fn the_caller_waits_for_slow_pieces_past_its_polling() {
+        let pool = Pool::new(2);
+        let out = pool.map(
+            4,
+            Arc::new(|i| {
+                thread::sleep(JOIN_POLL * 4);
+                i + 1
+            }),
+        );
+        assert_eq!(out, vec![1, 2, 3, 4]);
+    }
+
+    #[test]
+    fn a_panic_in_a_worker_reaches_the_caller_and_the_pool_still_works() {
+        let pool = Pool::new(2);
+        let caught = panic::catch_unwind(AssertUnwindSafe(|| {
+            pool.map(
+                64,
+                Arc::new(|i| {
+                    assert!(i != 40, "piece 40");
+                    thread::sleep(Duration::from_micros(20));
+                    i
+                }),
+            )
+        }));
+        assert!(caught.is_err());
+        assert_eq!(pool.map(3, Arc::new(|i| i)), vec![0, 1, 2]);
     }
 }
