@@ -141,6 +141,23 @@ fn q8_0_block_body(x: &[f32], q: &mut [i8]) -> f32 {
 
 /// ggml's `quantize_row_q8_K`: the signed value of largest magnitude maps to -127.
 fn q8_k_block(x: &[f32], q: &mut [i8]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if crate::dot::has_avx2() {
+        // SAFETY: AVX2 and FMA were detected on this CPU at run time.
+        return unsafe { q8_k_block_avx2(x, q) };
+    }
+    q8_k_block_body(x, q)
+}
+
+/// [`q8_k_block_body`] compiled for AVX2 (vector rounding; see [`q8_0_block_avx2`]).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn q8_k_block_avx2(x: &[f32], q: &mut [i8]) -> f32 {
+    q8_k_block_body(x, q)
+}
+
+#[inline(always)]
+fn q8_k_block_body(x: &[f32], q: &mut [i8]) -> f32 {
     let (mut amax, mut max) = (0.0f32, 0.0f32);
     for &v in x {
         if v.abs() > amax {

@@ -160,6 +160,41 @@ fn portable_raw_dot(format: QuantFormat) -> Option<RawDot> {
     }
 }
 
+/// Activation rows a [`RawDotTokens`] kernel takes at once.
+pub const TOKENS: usize = 4;
+
+/// A fused kernel for [`TOKENS`] activation rows from `t0` at once (a prefill): each block of
+/// the weight row is loaded and unpacked once for all of them.
+pub type RawDotTokens = fn(row: &[u8], acts: &QuantizedActs, t0: usize) -> [f32; TOKENS];
+
+/// The multi-row fused kernel for `format` on this CPU, where there is one (AVX2 or AVX-VNNI:
+/// Q8_0, Q4_1, Q5_0); its results are bit for bit those of [`raw_dot`]'s, one row at a time.
+pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
+    #[cfg(target_arch = "x86_64")]
+    if has_avx2() {
+        let vnni = has_vnni();
+        // SAFETY (every `unsafe` below): AVX2 and FMA were detected on this CPU at run time,
+        // and AVX-VNNI where `vnni` is set.
+        return match format {
+            QuantFormat::Q8_0 if vnni => {
+                Some(|r, a, t| unsafe { x86::vnni::dot_q8_0_tokens(r, a, t) })
+            }
+            QuantFormat::Q8_0 => Some(|r, a, t| unsafe { x86::avx2::dot_q8_0_tokens(r, a, t) }),
+            QuantFormat::Q4_1 if vnni => {
+                Some(|r, a, t| unsafe { x86::vnni::dot_q4_1_tokens(r, a, t) })
+            }
+            QuantFormat::Q4_1 => Some(|r, a, t| unsafe { x86::avx2::dot_q4_1_tokens(r, a, t) }),
+            QuantFormat::Q5_0 if vnni => {
+                Some(|r, a, t| unsafe { x86::vnni::dot_q5_0_tokens(r, a, t) })
+            }
+            QuantFormat::Q5_0 => Some(|r, a, t| unsafe { x86::avx2::dot_q5_0_tokens(r, a, t) }),
+            _ => None,
+        };
+    }
+    let _ = format;
+    None
+}
+
 /// `row · x` for activation row `t` with the fused kernel of `format` ([`raw_dot`]).
 pub fn dot_raw(format: QuantFormat, row: &[u8], acts: &QuantizedActs, t: usize) -> Option<f32> {
     raw_dot(format).map(|dot| dot(row, acts, t))
@@ -333,7 +368,8 @@ fn has_vnni() -> bool {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{GROUP, IntRows};
+    use super::{GROUP, IntRows, TOKENS};
+    use crate::act::QuantizedActs;
     use crate::format::{f16_at, f16_table};
     use std::arch::x86_64::*;
 
@@ -518,6 +554,128 @@ mod x86 {
                     acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(scale), acc);
                 }
                 hsum(acc)
+            }
+
+            /// [`dot_q8_0`] for `TOKENS` activation rows from `t0` at once: each block is
+            /// loaded once for all of them. Bit for bit the single-row results.
+            #[target_feature(enable = $features)]
+            pub(in crate::dot) fn dot_q8_0_tokens(
+                row: &[u8],
+                acts: &QuantizedActs,
+                t0: usize,
+            ) -> [f32; TOKENS] {
+                let q: [&[i8]; TOKENS] = std::array::from_fn(|k| acts.row_q(t0 + k));
+                let d: [&[f32]; TOKENS] = std::array::from_fn(|k| acts.row_d(t0 + k));
+                let blocks = (0..TOKENS).fold(row.len() / 34, |b, k| {
+                    b.min(q[k].len() / 32).min(d[k].len() / 2)
+                });
+                let f16 = f16_table();
+                let mut acc = [_mm256_setzero_ps(); TOKENS];
+                for b in 0..blocks {
+                    let block = &row[34 * b..34 * b + 34];
+                    // SAFETY: `block[2..]` holds 32 bytes; loads are unaligned.
+                    let w = unsafe { _mm256_loadu_si256(block.as_ptr().add(2).cast()) };
+                    let magnitude = _mm256_sign_epi8(w, w);
+                    let dw = f16_at(f16, block, 0);
+                    for k in 0..TOKENS {
+                        // SAFETY: `b < blocks`, so `q[k]` holds 32 bytes from `32 b`.
+                        let x = unsafe { _mm256_loadu_si256(q[k].as_ptr().add(32 * b).cast()) };
+                        let sums = _mm256_cvtepi32_ps($mul_sum(magnitude, _mm256_sign_epi8(x, w)));
+                        acc[k] = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * d[k][2 * b]), acc[k]);
+                    }
+                }
+                std::array::from_fn(|k| hsum(acc[k]))
+            }
+
+            /// [`dot_q4_1`] for `TOKENS` activation rows from `t0` at once: each block's
+            /// nibbles are unpacked once for all of them. Bit for bit the single-row results.
+            #[target_feature(enable = $features)]
+            pub(in crate::dot) fn dot_q4_1_tokens(
+                row: &[u8],
+                acts: &QuantizedActs,
+                t0: usize,
+            ) -> [f32; TOKENS] {
+                let q: [&[i8]; TOKENS] = std::array::from_fn(|k| acts.row_q(t0 + k));
+                let d: [&[f32]; TOKENS] = std::array::from_fn(|k| acts.row_d(t0 + k));
+                let s: [&[f32]; TOKENS] = std::array::from_fn(|k| acts.row_sum(t0 + k));
+                let blocks = (0..TOKENS).fold(row.len() / 20, |b, k| {
+                    b.min(q[k].len() / 32)
+                        .min(d[k].len() / 2)
+                        .min(s[k].len() / 2)
+                });
+                let low = _mm_set1_epi8(0x0F);
+                let f16 = f16_table();
+                let mut acc = [_mm256_setzero_ps(); TOKENS];
+                let mut mins = [_mm256_setzero_ps(); TOKENS];
+                for b in 0..blocks {
+                    let block = &row[20 * b..20 * b + 20];
+                    // SAFETY: `block[4..]` holds 16 bytes; loads are unaligned.
+                    let packed = unsafe { _mm_loadu_si128(block.as_ptr().add(4).cast()) };
+                    let lo = _mm_and_si128(packed, low);
+                    let hi = _mm_and_si128(_mm_srli_epi16::<4>(packed), low);
+                    let w = _mm256_set_m128i(hi, lo);
+                    let (dw, mw) = (f16_at(f16, block, 0), f16_at(f16, block, 2));
+                    let min = _mm256_set_ps(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, mw);
+                    for k in 0..TOKENS {
+                        // SAFETY: `b < blocks`, so `q[k]` holds 32 bytes from `32 b`.
+                        let x = unsafe { _mm256_loadu_si256(q[k].as_ptr().add(32 * b).cast()) };
+                        let sums = _mm256_cvtepi32_ps($mul_sum(w, x));
+                        acc[k] = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * d[k][2 * b]), acc[k]);
+                        let sum = s[k][2 * b] + s[k][2 * b + 1];
+                        mins[k] = _mm256_fmadd_ps(min, _mm256_set1_ps(sum), mins[k]);
+                    }
+                }
+                std::array::from_fn(|k| hsum(_mm256_add_ps(acc[k], mins[k])))
+            }
+
+            /// [`dot_q5_0`] for `TOKENS` activation rows from `t0` at once: each block's
+            /// five-bit values are assembled once for all of them. Bit for bit the single-row
+            /// results.
+            #[target_feature(enable = $features)]
+            pub(in crate::dot) fn dot_q5_0_tokens(
+                row: &[u8],
+                acts: &QuantizedActs,
+                t0: usize,
+            ) -> [f32; TOKENS] {
+                let q: [&[i8]; TOKENS] = std::array::from_fn(|k| acts.row_q(t0 + k));
+                let d: [&[f32]; TOKENS] = std::array::from_fn(|k| acts.row_d(t0 + k));
+                let blocks = (0..TOKENS).fold(row.len() / 22, |b, k| {
+                    b.min(q[k].len() / 32).min(d[k].len() / 2)
+                });
+                let low = _mm_set1_epi8(0x0F);
+                let pick = _mm256_set_epi64x(
+                    0x0303_0303_0303_0303,
+                    0x0202_0202_0202_0202,
+                    0x0101_0101_0101_0101,
+                    0,
+                );
+                let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
+                let all = _mm256_set1_epi64x(-1);
+                let high_clear = _mm256_set1_epi8(0xF0u8 as i8);
+                let f16 = f16_table();
+                let mut acc = [_mm256_setzero_ps(); TOKENS];
+                for b in 0..blocks {
+                    let block = &row[22 * b..22 * b + 22];
+                    let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+                    // SAFETY: 16 nibble bytes from 6 in the block; loads are unaligned.
+                    let packed = unsafe { _mm_loadu_si128(block.as_ptr().add(6).cast()) };
+                    let nibbles = _mm256_set_m128i(
+                        _mm_and_si128(_mm_srli_epi16::<4>(packed), low),
+                        _mm_and_si128(packed, low),
+                    );
+                    let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), pick);
+                    let set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), all);
+                    let w = _mm256_or_si256(nibbles, _mm256_andnot_si256(set, high_clear));
+                    let magnitude = _mm256_sign_epi8(w, w);
+                    let dw = f16_at(f16, block, 0);
+                    for k in 0..TOKENS {
+                        // SAFETY: `b < blocks`, so `q[k]` holds 32 bytes from `32 b`.
+                        let x = unsafe { _mm256_loadu_si256(q[k].as_ptr().add(32 * b).cast()) };
+                        let sums = _mm256_cvtepi32_ps($mul_sum(magnitude, _mm256_sign_epi8(x, w)));
+                        acc[k] = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * d[k][2 * b]), acc[k]);
+                    }
+                }
+                std::array::from_fn(|k| hsum(acc[k]))
             }
         };
     }

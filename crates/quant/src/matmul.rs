@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use crate::act::QuantizedActs;
-use crate::dot::{IntRows, dot_f32, dot_int, raw_dot};
+use crate::dot::{IntRows, TOKENS, dot_f32, dot_int, raw_dot, raw_dot_tokens};
 use crate::format::QuantFormat;
 use crate::pool::Pool;
 use crate::unpack::{UnpackedRow, unpack_row};
@@ -115,9 +115,19 @@ fn rows_times_acts(
     // One look-up of the storage per piece, not per row (it is behind a `dyn`).
     let rb = w.row_bytes();
     let fused = raw_dot(w.format);
+    let fused_tokens = raw_dot_tokens(w.format);
     for (i, bytes) in w.rows(range).chunks_exact(rb.max(1)).enumerate() {
         if let Some(dot) = fused {
-            for t in 0..tokens {
+            let mut t = 0;
+            if let Some(dot_tokens) = fused_tokens {
+                while t + TOKENS <= tokens {
+                    for (k, v) in dot_tokens(bytes, acts, t).into_iter().enumerate() {
+                        out[(t + k) * len + i] = v;
+                    }
+                    t += TOKENS;
+                }
+            }
+            for t in t..tokens {
                 out[t * len + i] = dot(bytes, acts, t);
             }
             continue;

@@ -14,7 +14,8 @@ use stampo_quant::QuantFormat;
 use stampo_quant::act::QuantizedActs;
 use stampo_quant::dot::{
     IntRows, dot_f32, dot_f32_portable, dot_int, dot_int_portable, dot_q4_1_portable,
-    dot_q4_k_portable, dot_q5_0_portable, dot_q6_k_portable, dot_q8_0_portable, dot_raw,
+    dot_q4_k_portable, dot_q5_0_portable, dot_q6_k_portable, dot_q8_0_portable, dot_raw, raw_dot,
+    raw_dot_tokens,
 };
 use stampo_quant::matmul::{QuantMatrix, quant_matmul};
 use stampo_quant::pool::Pool;
@@ -143,7 +144,8 @@ fn fused_kernels_equal_the_portable_kernel() {
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn threaded_matmul_matches_the_dequantised_reference() {
     let mut rng = Rng(7);
-    let (rows, cols, tokens) = (37, 512, 3);
+    // Six tokens: a multi-row kernel's four and two one at a time.
+    let (rows, cols, tokens) = (37, 512, 6);
     for format in QuantFormat::ALL {
         let bytes = random_matrix(format, rows, cols, &mut rng);
         let w = dequantize_to_vec(ggml_type(format), &bytes).expect("reference dequantises");
@@ -183,5 +185,44 @@ fn threaded_matmul_matches_the_dequantised_reference() {
                 );
             }
         }
+    }
+}
+
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn multi_row_kernels_equal_the_single_row_ones_bit_for_bit() {
+    let mut rng = Rng(11);
+    let mut tested = 0;
+    for format in QuantFormat::ALL {
+        let Some(many) = raw_dot_tokens(format) else {
+            continue;
+        };
+        let one = raw_dot(format).expect("a multi-row kernel has a single-row one");
+        tested += 1;
+        for cols in [256usize, 768] {
+            let bytes = random_matrix(format, 1, cols, &mut rng);
+            let rows = 7;
+            let x: Vec<f32> = (0..rows * cols).map(|_| 3.0 * rng.float()).collect();
+            let acts = QuantizedActs::encode(format.activation(), &x, cols);
+            for t0 in [0, rows - stampo_quant::dot::TOKENS] {
+                let got = many(&bytes, &acts, t0);
+                for (k, v) in got.into_iter().enumerate() {
+                    let want = one(&bytes, &acts, t0 + k);
+                    assert_eq!(
+                        v.to_bits(),
+                        want.to_bits(),
+                        "{format} cols {cols} row {}: {v} vs {want}",
+                        t0 + k
+                    );
+                }
+            }
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        assert_eq!(
+            tested, 3,
+            "Q8_0, Q4_1 and Q5_0 have multi-row kernels with AVX2"
+        );
     }
 }
