@@ -9,7 +9,7 @@
 //!   hundred products with 5–50 µs of the caller's own work between them; waking a parked
 //!   worker takes tens of microseconds on these VMs, so a worker that parked after every
 //!   product joined each one late (SmolLM2, two threads, idle: 60–63 tokens/s without the
-//!   poll, 73–81 with it);
+//!   poll, 71–81 with it);
 //! - [`Pool::map`] never waits for a worker to start: the work is cut into pieces that the
 //!   caller and the workers take one at a time, and a worker that comes late finds less (or
 //!   nothing) left to do. The caller then polls up to 50 µs for the pieces still being
