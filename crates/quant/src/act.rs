@@ -20,6 +20,10 @@ pub struct QuantizedActs {
     pub d: Vec<f32>,
     /// Integer formats: `d * Σq` of each group of 16, `rows × cols / 16`.
     pub sum: Vec<f32>,
+    /// Integer formats: `Σq` of each group of 16, `rows × cols / 16` (ggml's `bsums`): the
+    /// K-quant kernels weight them by a sub-block's min or offset instead of summing the
+    /// activations again for every weight row.
+    pub isum: Vec<i32>,
     /// Float formats: the (possibly half-rounded) values, `rows × cols`.
     pub values: Vec<f32>,
 }
@@ -51,6 +55,7 @@ impl QuantizedActs {
         self.q = vec![0; x.len()];
         self.d = vec![0.0; x.len() / GROUP];
         self.sum = vec![0.0; x.len() / GROUP];
+        self.isum = vec![0; x.len() / GROUP];
         for (b, (xs, qs)) in x
             .chunks_exact(block)
             .zip(self.q.chunks_exact_mut(block))
@@ -65,6 +70,7 @@ impl QuantizedActs {
                     .sum();
                 self.d[b * groups + g] = d;
                 self.sum[b * groups + g] = d * sum as f32;
+                self.isum[b * groups + g] = sum;
             }
         }
     }
@@ -100,6 +106,12 @@ impl QuantizedActs {
     pub fn row_sum(&self, r: usize) -> &[f32] {
         let g = self.cols / GROUP;
         &self.sum[r * g..(r + 1) * g]
+    }
+
+    /// Integer group sums of row `r`.
+    pub fn row_isum(&self, r: usize) -> &[i32] {
+        let g = self.cols / GROUP;
+        &self.isum[r * g..(r + 1) * g]
     }
 
     /// Float values of row `r`.

@@ -125,9 +125,9 @@ pub fn raw_dot(format: QuantFormat) -> Option<RawDot> {
             QuantFormat::Q5_0 => {
                 Some(|r, a, t| unsafe { x86::avx2::dot_q5_0(r, a.row_q(t), a.row_d(t)) })
             }
-            QuantFormat::Q4K => {
-                Some(|r, a, t| unsafe { x86::dot_q4_k_avx2(r, a.row_q(t), a.row_d(t)) })
-            }
+            QuantFormat::Q4K => Some(|r, a, t| unsafe {
+                x86::dot_q4_k_avx2(r, a.row_q(t), a.row_d(t), a.row_isum(t))
+            }),
             QuantFormat::Q6K => {
                 Some(|r, a, t| unsafe { x86::dot_q6_k_avx2(r, a.row_q(t), a.row_d(t)) })
             }
@@ -168,7 +168,7 @@ pub const TOKENS: usize = 4;
 pub type RawDotTokens = fn(row: &[u8], acts: &QuantizedActs, t0: usize) -> [f32; TOKENS];
 
 /// The multi-row fused kernel for `format` on this CPU, where there is one (AVX2 or AVX-VNNI:
-/// Q8_0, Q4_1, Q5_0); its results are bit for bit those of [`raw_dot`]'s, one row at a time.
+/// Q8_0, Q4_1, Q5_0, Q4_K); its results are bit for bit those of [`raw_dot`]'s, one row at a time.
 pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
@@ -188,6 +188,7 @@ pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
                 Some(|r, a, t| unsafe { x86::vnni::dot_q5_0_tokens(r, a, t) })
             }
             QuantFormat::Q5_0 => Some(|r, a, t| unsafe { x86::avx2::dot_q5_0_tokens(r, a, t) }),
+            QuantFormat::Q4K => Some(|r, a, t| unsafe { x86::dot_q4_k_tokens(r, a, t) }),
             _ => None,
         };
     }
@@ -697,11 +698,12 @@ mod x86 {
     /// (`madd`), and the activations' sum weighted by the chunk's min, all in `i32` lanes;
     /// then one scale per block.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) fn dot_q4_k_avx2(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
-        let blocks = (row.len() / 144).min(xq.len() / 256).min(xd.len() / 16);
+    pub(super) fn dot_q4_k_avx2(row: &[u8], xq: &[i8], xd: &[f32], xsum: &[i32]) -> f32 {
+        let blocks = (row.len() / 144)
+            .min(xq.len() / 256)
+            .min(xd.len() / 16)
+            .min(xsum.len() / 16);
         let low = _mm256_set1_epi8(0x0F);
-        let ones = _mm256_set1_epi8(1);
-        let ones16 = _mm256_set1_epi16(1);
         let mut acc = _mm256_setzero_ps();
         // The mins' term in four lanes, each two sub-blocks, accumulated with FMA and added
         // up at the end in ggml's order (its `acc_m`), so the rounding is ggml's too.
@@ -735,8 +737,10 @@ mod x86 {
                     _mm256_set1_epi16(i16::from(sc_hi)),
                 );
                 sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
-                let sum_lo = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones, xl), ones16));
-                let sum_hi = hsum_i32(_mm256_madd_epi16(_mm256_maddubs_epi16(ones, xh), ones16));
+                // The activations' sums, from the encoding's groups of 16 (exact integers).
+                let g = 16 * b + 4 * chunk;
+                let sum_lo = xsum[g] + xsum[g + 1];
+                let sum_hi = xsum[g + 2] + xsum[g + 3];
                 *min = i32::from(m_lo) * sum_lo + i32::from(m_hi) * sum_hi;
             }
             let f16 = f16_table();
@@ -750,13 +754,70 @@ mod x86 {
         hsum(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]))
     }
 
-    /// Sums the eight `i32` lanes of `v`.
+    /// [`dot_q4_k_avx2`] for `TOKENS` activation rows from `t0` at once: each block's
+    /// scales and nibbles are unpacked once for all of them. Bit for bit the single-row
+    /// results.
     #[target_feature(enable = "avx2,fma")]
-    fn hsum_i32(v: __m256i) -> i32 {
-        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-        _mm_cvtsi128_si32(s)
+    pub(super) fn dot_q4_k_tokens(row: &[u8], acts: &QuantizedActs, t0: usize) -> [f32; TOKENS] {
+        let xq: [&[i8]; TOKENS] = std::array::from_fn(|k| acts.row_q(t0 + k));
+        let xd: [&[f32]; TOKENS] = std::array::from_fn(|k| acts.row_d(t0 + k));
+        let xsum: [&[i32]; TOKENS] = std::array::from_fn(|k| acts.row_isum(t0 + k));
+        let blocks = (0..TOKENS).fold(row.len() / 144, |b, k| {
+            b.min(xq[k].len() / 256)
+                .min(xd[k].len() / 16)
+                .min(xsum[k].len() / 16)
+        });
+        let low = _mm256_set1_epi8(0x0F);
+        let f16 = f16_table();
+        let mut acc = [_mm256_setzero_ps(); TOKENS];
+        let mut acc_m = [[0.0f32; 4]; TOKENS];
+        for b in 0..blocks {
+            let block = &row[144 * b..144 * b + 144];
+            let packed = &block[4..16];
+            let mut sumi = [_mm256_setzero_si256(); TOKENS];
+            let mut mins = [[0i32; TOKENS]; 4];
+            for (chunk, mins) in mins.iter_mut().enumerate() {
+                let (sc_lo, m_lo) = super::scale_min_k4(2 * chunk, packed);
+                let (sc_hi, m_hi) = super::scale_min_k4(2 * chunk + 1, packed);
+                // SAFETY: the block holds 128 nibble bytes from 16; unaligned load.
+                let q = unsafe { _mm256_loadu_si256(block.as_ptr().add(16 + 32 * chunk).cast()) };
+                let lo = _mm256_and_si256(q, low);
+                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), low);
+                let (sc_lo, sc_hi) = (
+                    _mm256_set1_epi16(i16::from(sc_lo)),
+                    _mm256_set1_epi16(i16::from(sc_hi)),
+                );
+                let g = 16 * b + 4 * chunk;
+                for k in 0..TOKENS {
+                    // SAFETY: `xq[k]` holds 256 values from `256 b` (`b < blocks`).
+                    let (xl, xh) = unsafe {
+                        let x = xq[k].as_ptr().add(256 * b + 64 * chunk);
+                        (
+                            _mm256_loadu_si256(x.cast()),
+                            _mm256_loadu_si256(x.add(32).cast()),
+                        )
+                    };
+                    let p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), sc_lo);
+                    let p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sc_hi);
+                    sumi[k] = _mm256_add_epi32(sumi[k], _mm256_add_epi32(p_lo, p_hi));
+                    let s = xsum[k];
+                    mins[k] = i32::from(m_lo) * (s[g] + s[g + 1])
+                        + i32::from(m_hi) * (s[g + 2] + s[g + 3]);
+                }
+            }
+            for k in 0..TOKENS {
+                let d = f16_at(f16, block, 0) * xd[k][16 * b];
+                let dmin = -(f16_at(f16, block, 2) * xd[k][16 * b]);
+                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+                for (a, m) in acc_m[k].iter_mut().zip(&mins) {
+                    *a = dmin.mul_add(m[k] as f32, *a);
+                }
+            }
+        }
+        std::array::from_fn(|k| {
+            let m = &acc_m[k];
+            hsum(acc[k]) + ((m[0] + m[2]) + (m[1] + m[3]))
+        })
     }
 
     /// Q6_K against Q8_K, as [`super::dot_q6_k_portable`] computes it: the 6-bit values
