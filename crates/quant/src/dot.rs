@@ -168,7 +168,7 @@ pub const TOKENS: usize = 4;
 pub type RawDotTokens = fn(row: &[u8], acts: &QuantizedActs, t0: usize) -> [f32; TOKENS];
 
 /// The multi-row fused kernel for `format` on this CPU, where there is one (AVX2 or AVX-VNNI:
-/// Q8_0, Q4_1, Q5_0, Q4_K); its results are bit for bit those of [`raw_dot`]'s, one row at a time.
+/// Q8_0, Q4_1, Q5_0, Q4_K, Q6_K); its results are bit for bit those of [`raw_dot`]'s, one row at a time.
 pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
@@ -189,6 +189,7 @@ pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
             }
             QuantFormat::Q5_0 => Some(|r, a, t| unsafe { x86::avx2::dot_q5_0_tokens(r, a, t) }),
             QuantFormat::Q4K => Some(|r, a, t| unsafe { x86::dot_q4_k_tokens(r, a, t) }),
+            QuantFormat::Q6K => Some(|r, a, t| unsafe { x86::dot_q6_k_tokens(r, a, t) }),
             _ => None,
         };
     }
@@ -876,6 +877,73 @@ mod x86 {
             acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
         }
         hsum(acc)
+    }
+
+    /// [`dot_q6_k_avx2`] for `TOKENS` activation rows from `t0` at once: each block's six-bit
+    /// values are assembled once for all of them. Bit for bit the single-row results.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn dot_q6_k_tokens(row: &[u8], acts: &QuantizedActs, t0: usize) -> [f32; TOKENS] {
+        let xq: [&[i8]; TOKENS] = std::array::from_fn(|k| acts.row_q(t0 + k));
+        let xd: [&[f32]; TOKENS] = std::array::from_fn(|k| acts.row_d(t0 + k));
+        let blocks = (0..TOKENS).fold(row.len() / 210, |b, k| {
+            b.min(xq[k].len() / 256).min(xd[k].len() / 16)
+        });
+        let low4 = _mm256_set1_epi8(0x0F);
+        let low2 = _mm256_set1_epi8(0x03);
+        let m32 = _mm256_set1_epi8(32);
+        let f16 = f16_table();
+        let mut acc = [_mm256_setzero_ps(); TOKENS];
+        for b in 0..blocks {
+            let block = &row[210 * b..210 * b + 210];
+            let mut sumi = [_mm256_setzero_si256(); TOKENS];
+            for half in 0..2 {
+                let sc = &block[192 + 8 * half..192 + 8 * half + 8];
+                // SAFETY: the block holds ql (128 bytes) and qh (64) at these offsets;
+                // unaligned loads.
+                let (ql0, ql1, qh) = unsafe {
+                    let p = block.as_ptr();
+                    (
+                        _mm256_loadu_si256(p.add(64 * half).cast()),
+                        _mm256_loadu_si256(p.add(64 * half + 32).cast()),
+                        _mm256_loadu_si256(p.add(128 + 32 * half).cast()),
+                    )
+                };
+                let h0 = _mm256_slli_epi16::<4>(_mm256_and_si256(qh, low2));
+                let h1 = _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<2>(qh), low2));
+                let h2 = _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<4>(qh), low2));
+                let h3 = _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(qh), low2));
+                let values = [
+                    _mm256_or_si256(_mm256_and_si256(ql0, low4), h0),
+                    _mm256_or_si256(_mm256_and_si256(ql1, low4), h1),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low4), h2),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low4), h3),
+                ];
+                for (j, q) in values.into_iter().enumerate() {
+                    let scales = _mm256_set_m128i(
+                        _mm_set1_epi16(i16::from(sc[2 * j + 1] as i8)),
+                        _mm_set1_epi16(i16::from(sc[2 * j] as i8)),
+                    );
+                    for k in 0..TOKENS {
+                        // SAFETY: `xq[k]` holds 256 values from `256 b` (`b < blocks`).
+                        let x = unsafe {
+                            _mm256_loadu_si256(
+                                xq[k].as_ptr().add(256 * b + 128 * half + 32 * j).cast(),
+                            )
+                        };
+                        let p = _mm256_sub_epi16(
+                            _mm256_maddubs_epi16(q, x),
+                            _mm256_maddubs_epi16(m32, x),
+                        );
+                        sumi[k] = _mm256_add_epi32(sumi[k], _mm256_madd_epi16(p, scales));
+                    }
+                }
+            }
+            for k in 0..TOKENS {
+                let d = f16_at(f16, block, 208) * xd[k][16 * b];
+                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+            }
+        }
+        std::array::from_fn(|k| hsum(acc[k]))
     }
 
     #[target_feature(enable = "avx2,fma")]

@@ -221,8 +221,8 @@ fn multi_row_kernels_equal_the_single_row_ones_bit_for_bit() {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
         assert_eq!(
-            tested, 4,
-            "Q8_0, Q4_1, Q5_0 and Q4_K have multi-row kernels with AVX2"
+            tested, 5,
+            "Q8_0, Q4_1, Q5_0, Q4_K and Q6_K have multi-row kernels with AVX2"
         );
     }
 }
