@@ -69,7 +69,7 @@ impl Pool {
     ///
     /// When none is left the caller waits for the pieces the workers still hold. A piece is a
     /// few microseconds of work, less than a park and a wake cost here, so the caller first
-    /// polls for a bounded time ([`JOIN_SPIN`]) and only then parks; a worker never polls.
+    /// polls for a bounded time (`JOIN_POLL`, see `poll_for`) and only then parks.
     pub fn map<R: Send + 'static>(
         &self,
         n: usize,
