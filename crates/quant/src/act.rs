@@ -120,24 +120,30 @@ impl QuantizedActs {
     }
 }
 
+/// `encode(x, q)`, compiled for AVX2 where the CPU has it: the baseline x86-64 target has no
+/// vector rounding instruction, so there each quant is a call to `rintf` (a few percent of a
+/// decode step). `encode` must be `#[inline(always)]`, so that it is compiled into the AVX2 copy.
+#[inline(always)]
+fn with_vector_rounding(encode: impl Fn(&[f32], &mut [i8]) -> f32, x: &[f32], q: &mut [i8]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if crate::dot::has_avx2() {
+        // SAFETY: AVX2 and FMA were detected on this CPU at run time.
+        return unsafe { in_avx2(encode, x, q) };
+    }
+    encode(x, q)
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn in_avx2(encode: impl Fn(&[f32], &mut [i8]) -> f32, x: &[f32], q: &mut [i8]) -> f32 {
+    encode(x, q)
+}
+
 /// ggml's `quantize_row_q8_0` as its x86 kernels compute it: scale `amax / 127` stored as
 /// `f16`, quants `round(x · 127 / amax)` (not `x / scale`: the two round differently now and
 /// then, and one flipped quant moves a logit by a tenth). Returns the stored scale.
 fn q8_0_block(x: &[f32], q: &mut [i8]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::dot::has_avx2() {
-        // SAFETY: AVX2 and FMA were detected on this CPU at run time.
-        return unsafe { q8_0_block_avx2(x, q) };
-    }
-    q8_0_block_body(x, q)
-}
-
-/// [`q8_0_block_body`] compiled for AVX2: the baseline x86-64 target has no vector rounding
-/// instruction, so there each quant is a call to `rintf` (a few percent of a decode step).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn q8_0_block_avx2(x: &[f32], q: &mut [i8]) -> f32 {
-    q8_0_block_body(x, q)
+    with_vector_rounding(q8_0_block_body, x, q)
 }
 
 #[inline(always)]
@@ -153,19 +159,7 @@ fn q8_0_block_body(x: &[f32], q: &mut [i8]) -> f32 {
 
 /// ggml's `quantize_row_q8_K`: the signed value of largest magnitude maps to -127.
 fn q8_k_block(x: &[f32], q: &mut [i8]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::dot::has_avx2() {
-        // SAFETY: AVX2 and FMA were detected on this CPU at run time.
-        return unsafe { q8_k_block_avx2(x, q) };
-    }
-    q8_k_block_body(x, q)
-}
-
-/// [`q8_k_block_body`] compiled for AVX2 (vector rounding; see [`q8_0_block_avx2`]).
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn q8_k_block_avx2(x: &[f32], q: &mut [i8]) -> f32 {
-    q8_k_block_body(x, q)
+    with_vector_rounding(q8_k_block_body, x, q)
 }
 
 #[inline(always)]
