@@ -125,12 +125,8 @@ pub fn raw_dot(format: QuantFormat) -> Option<RawDot> {
             QuantFormat::Q5_0 => {
                 Some(|r, a, t| unsafe { x86::avx2::dot_q5_0(r, a.row_q(t), a.row_d(t)) })
             }
-            QuantFormat::Q4K => Some(|r, a, t| unsafe {
-                x86::dot_q4_k_avx2(r, a.row_q(t), a.row_d(t), a.row_isum(t))
-            }),
-            QuantFormat::Q6K => {
-                Some(|r, a, t| unsafe { x86::dot_q6_k_avx2(r, a.row_q(t), a.row_d(t)) })
-            }
+            QuantFormat::Q4K => Some(|r, a, t| unsafe { x86::dot_q4_k_rows::<1>(r, a, t)[0] }),
+            QuantFormat::Q6K => Some(|r, a, t| unsafe { x86::dot_q6_k_rows::<1>(r, a, t)[0] }),
             _ => None,
         };
     }
@@ -188,8 +184,8 @@ pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
                 Some(|r, a, t| unsafe { x86::vnni::dot_q5_0_tokens(r, a, t) })
             }
             QuantFormat::Q5_0 => Some(|r, a, t| unsafe { x86::avx2::dot_q5_0_tokens(r, a, t) }),
-            QuantFormat::Q4K => Some(|r, a, t| unsafe { x86::dot_q4_k_tokens(r, a, t) }),
-            QuantFormat::Q6K => Some(|r, a, t| unsafe { x86::dot_q6_k_tokens(r, a, t) }),
+            QuantFormat::Q4K => Some(|r, a, t| unsafe { x86::dot_q4_k_rows::<TOKENS>(r, a, t) }),
+            QuantFormat::Q6K => Some(|r, a, t| unsafe { x86::dot_q6_k_rows::<TOKENS>(r, a, t) }),
             _ => None,
         };
     }
@@ -698,85 +694,33 @@ mod x86 {
     /// `maddubs` of the nibbles with the activations, weighted by the chunk's 6-bit scale
     /// (`madd`), and the activations' sum weighted by the chunk's min, all in `i32` lanes;
     /// then one scale per block.
+    ///
+    /// `N` activation rows from `t0` at once (one in a decode, [`TOKENS`] in a prefill): each
+    /// block's scales and nibbles are unpacked once for all of them, and each row's result is
+    /// computed in the same order whatever `N`.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) fn dot_q4_k_avx2(row: &[u8], xq: &[i8], xd: &[f32], xsum: &[i32]) -> f32 {
-        let blocks = (row.len() / 144)
-            .min(xq.len() / 256)
-            .min(xd.len() / 16)
-            .min(xsum.len() / 16);
-        let low = _mm256_set1_epi8(0x0F);
-        let mut acc = _mm256_setzero_ps();
-        // The mins' term in four lanes, each two sub-blocks, accumulated with FMA and added
-        // up at the end in ggml's order (its `acc_m`), so the rounding is ggml's too.
-        let mut acc_m = [0.0f32; 4];
-        for b in 0..blocks {
-            let block = &row[144 * b..144 * b + 144];
-            let packed = &block[4..16];
-            let mut sumi = _mm256_setzero_si256();
-            let mut mins = [0i32; 4];
-            for (chunk, min) in mins.iter_mut().enumerate() {
-                let (sc_lo, m_lo) = super::scale_min_k4(2 * chunk, packed);
-                let (sc_hi, m_hi) = super::scale_min_k4(2 * chunk + 1, packed);
-                // SAFETY: the block holds 128 nibble bytes from 16, and `xq` 256 values from
-                // `256 b` (`b < blocks`); unaligned loads.
-                let (q, xl, xh) = unsafe {
-                    let x = xq.as_ptr().add(256 * b + 64 * chunk);
-                    (
-                        _mm256_loadu_si256(block.as_ptr().add(16 + 32 * chunk).cast()),
-                        _mm256_loadu_si256(x.cast()),
-                        _mm256_loadu_si256(x.add(32).cast()),
-                    )
-                };
-                let lo = _mm256_and_si256(q, low);
-                let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), low);
-                let p_lo = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(lo, xl),
-                    _mm256_set1_epi16(i16::from(sc_lo)),
-                );
-                let p_hi = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(hi, xh),
-                    _mm256_set1_epi16(i16::from(sc_hi)),
-                );
-                sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p_lo, p_hi));
-                // The activations' sums, from the encoding's groups of 16 (exact integers).
-                let g = 16 * b + 4 * chunk;
-                let sum_lo = xsum[g] + xsum[g + 1];
-                let sum_hi = xsum[g + 2] + xsum[g + 3];
-                *min = i32::from(m_lo) * sum_lo + i32::from(m_hi) * sum_hi;
-            }
-            let f16 = f16_table();
-            let d = f16_at(f16, block, 0) * xd[16 * b];
-            let dmin = -(f16_at(f16, block, 2) * xd[16 * b]);
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-            for (a, &m) in acc_m.iter_mut().zip(&mins) {
-                *a = dmin.mul_add(m as f32, *a);
-            }
-        }
-        hsum(acc) + ((acc_m[0] + acc_m[2]) + (acc_m[1] + acc_m[3]))
-    }
-
-    /// [`dot_q4_k_avx2`] for `TOKENS` activation rows from `t0` at once: each block's
-    /// scales and nibbles are unpacked once for all of them. Bit for bit the single-row
-    /// results.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn dot_q4_k_tokens(row: &[u8], acts: &QuantizedActs, t0: usize) -> [f32; TOKENS] {
-        let xq: [&[i8]; TOKENS] = std::array::from_fn(|k| acts.row_q(t0 + k));
-        let xd: [&[f32]; TOKENS] = std::array::from_fn(|k| acts.row_d(t0 + k));
-        let xsum: [&[i32]; TOKENS] = std::array::from_fn(|k| acts.row_isum(t0 + k));
-        let blocks = (0..TOKENS).fold(row.len() / 144, |b, k| {
+    pub(super) fn dot_q4_k_rows<const N: usize>(
+        row: &[u8],
+        acts: &QuantizedActs,
+        t0: usize,
+    ) -> [f32; N] {
+        let xq: [&[i8]; N] = std::array::from_fn(|k| acts.row_q(t0 + k));
+        let xd: [&[f32]; N] = std::array::from_fn(|k| acts.row_d(t0 + k));
+        let xsum: [&[i32]; N] = std::array::from_fn(|k| acts.row_isum(t0 + k));
+        let blocks = (0..N).fold(row.len() / 144, |b, k| {
             b.min(xq[k].len() / 256)
                 .min(xd[k].len() / 16)
                 .min(xsum[k].len() / 16)
         });
         let low = _mm256_set1_epi8(0x0F);
         let f16 = f16_table();
-        let mut acc = [_mm256_setzero_ps(); TOKENS];
-        let mut acc_m = [[0.0f32; 4]; TOKENS];
+        let mut acc = [_mm256_setzero_ps(); N];
+        let mut acc_m = [[0.0f32; 4]; N];
         for b in 0..blocks {
             let block = &row[144 * b..144 * b + 144];
             let packed = &block[4..16];
-            let mut sumi = [_mm256_setzero_si256(); TOKENS];
-            let mut mins = [[0i32; TOKENS]; 4];
+            let mut sumi = [_mm256_setzero_si256(); N];
+            let mut mins = [[0i32; N]; 4];
             for (chunk, mins) in mins.iter_mut().enumerate() {
                 let (sc_lo, m_lo) = super::scale_min_k4(2 * chunk, packed);
                 let (sc_hi, m_hi) = super::scale_min_k4(2 * chunk + 1, packed);
@@ -789,7 +733,7 @@ mod x86 {
                     _mm256_set1_epi16(i16::from(sc_hi)),
                 );
                 let g = 16 * b + 4 * chunk;
-                for k in 0..TOKENS {
+                for k in 0..N {
                     // SAFETY: `xq[k]` holds 256 values from `256 b` (`b < blocks`).
                     let (xl, xh) = unsafe {
                         let x = xq[k].as_ptr().add(256 * b + 64 * chunk);
@@ -806,7 +750,7 @@ mod x86 {
                         + i32::from(m_hi) * (s[g + 2] + s[g + 3]);
                 }
             }
-            for k in 0..TOKENS {
+            for k in 0..N {
                 let d = f16_at(f16, block, 0) * xd[k][16 * b];
                 let dmin = -(f16_at(f16, block, 2) * xd[k][16 * b]);
                 acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
@@ -824,78 +768,29 @@ mod x86 {
     /// Q6_K against Q8_K, as [`super::dot_q6_k_portable`] computes it: the 6-bit values
     /// (0–63) rebuilt from nibbles and bit pairs, `maddubs` with the activations minus
     /// `maddubs` of 32 with them (the `- 32`), weighted by the 16-value scales, in `i32` lanes.
+    ///
+    /// `N` activation rows from `t0` at once (one in a decode, [`TOKENS`] in a prefill): each
+    /// block's six-bit values are assembled once for all of them, and each row's result is
+    /// computed in the same order whatever `N`.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) fn dot_q6_k_avx2(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
-        let blocks = (row.len() / 210).min(xq.len() / 256).min(xd.len() / 16);
-        let low4 = _mm256_set1_epi8(0x0F);
-        let low2 = _mm256_set1_epi8(0x03);
-        let m32 = _mm256_set1_epi8(32);
-        let mut acc = _mm256_setzero_ps();
-        for b in 0..blocks {
-            let block = &row[210 * b..210 * b + 210];
-            let mut sumi = _mm256_setzero_si256();
-            for half in 0..2 {
-                let sc = &block[192 + 8 * half..192 + 8 * half + 8];
-                // SAFETY: the block holds ql (128 bytes) and qh (64) at these offsets, and
-                // `xq` 256 values from `256 b` (`b < blocks`); unaligned loads.
-                let (ql0, ql1, qh) = unsafe {
-                    let p = block.as_ptr();
-                    (
-                        _mm256_loadu_si256(p.add(64 * half).cast()),
-                        _mm256_loadu_si256(p.add(64 * half + 32).cast()),
-                        _mm256_loadu_si256(p.add(128 + 32 * half).cast()),
-                    )
-                };
-                // The bit pairs of values 0–31, 32–63, 64–95, 96–127 of the half, moved to
-                // bits 4–5. (Closures would lose this function's target features.)
-                let h0 = _mm256_slli_epi16::<4>(_mm256_and_si256(qh, low2));
-                let h1 = _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<2>(qh), low2));
-                let h2 = _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<4>(qh), low2));
-                let h3 = _mm256_slli_epi16::<4>(_mm256_and_si256(_mm256_srli_epi16::<6>(qh), low2));
-                let values = [
-                    _mm256_or_si256(_mm256_and_si256(ql0, low4), h0),
-                    _mm256_or_si256(_mm256_and_si256(ql1, low4), h1),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql0), low4), h2),
-                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(ql1), low4), h3),
-                ];
-                for (k, q) in values.into_iter().enumerate() {
-                    // SAFETY: as above.
-                    let x = unsafe {
-                        _mm256_loadu_si256(xq.as_ptr().add(256 * b + 128 * half + 32 * k).cast())
-                    };
-                    let p =
-                        _mm256_sub_epi16(_mm256_maddubs_epi16(q, x), _mm256_maddubs_epi16(m32, x));
-                    let scales = _mm256_set_m128i(
-                        _mm_set1_epi16(i16::from(sc[2 * k + 1] as i8)),
-                        _mm_set1_epi16(i16::from(sc[2 * k] as i8)),
-                    );
-                    sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(p, scales));
-                }
-            }
-            let f16 = f16_table();
-            let d = f16_at(f16, block, 208) * xd[16 * b];
-            acc = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi), acc);
-        }
-        hsum(acc)
-    }
-
-    /// [`dot_q6_k_avx2`] for `TOKENS` activation rows from `t0` at once: each block's six-bit
-    /// values are assembled once for all of them. Bit for bit the single-row results.
-    #[target_feature(enable = "avx2,fma")]
-    pub(super) fn dot_q6_k_tokens(row: &[u8], acts: &QuantizedActs, t0: usize) -> [f32; TOKENS] {
-        let xq: [&[i8]; TOKENS] = std::array::from_fn(|k| acts.row_q(t0 + k));
-        let xd: [&[f32]; TOKENS] = std::array::from_fn(|k| acts.row_d(t0 + k));
-        let blocks = (0..TOKENS).fold(row.len() / 210, |b, k| {
+    pub(super) fn dot_q6_k_rows<const N: usize>(
+        row: &[u8],
+        acts: &QuantizedActs,
+        t0: usize,
+    ) -> [f32; N] {
+        let xq: [&[i8]; N] = std::array::from_fn(|k| acts.row_q(t0 + k));
+        let xd: [&[f32]; N] = std::array::from_fn(|k| acts.row_d(t0 + k));
+        let blocks = (0..N).fold(row.len() / 210, |b, k| {
             b.min(xq[k].len() / 256).min(xd[k].len() / 16)
         });
         let low4 = _mm256_set1_epi8(0x0F);
         let low2 = _mm256_set1_epi8(0x03);
         let m32 = _mm256_set1_epi8(32);
         let f16 = f16_table();
-        let mut acc = [_mm256_setzero_ps(); TOKENS];
+        let mut acc = [_mm256_setzero_ps(); N];
         for b in 0..blocks {
             let block = &row[210 * b..210 * b + 210];
-            let mut sumi = [_mm256_setzero_si256(); TOKENS];
+            let mut sumi = [_mm256_setzero_si256(); N];
             for half in 0..2 {
                 let sc = &block[192 + 8 * half..192 + 8 * half + 8];
                 // SAFETY: the block holds ql (128 bytes) and qh (64) at these offsets;
@@ -923,7 +818,7 @@ mod x86 {
                         _mm_set1_epi16(i16::from(sc[2 * j + 1] as i8)),
                         _mm_set1_epi16(i16::from(sc[2 * j] as i8)),
                     );
-                    for k in 0..TOKENS {
+                    for k in 0..N {
                         // SAFETY: `xq[k]` holds 256 values from `256 b` (`b < blocks`).
                         let x = unsafe {
                             _mm256_loadu_si256(
@@ -938,7 +833,7 @@ mod x86 {
                     }
                 }
             }
-            for k in 0..TOKENS {
+            for k in 0..N {
                 let d = f16_at(f16, block, 208) * xd[k][16 * b];
                 acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
             }
