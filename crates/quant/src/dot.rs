@@ -108,22 +108,22 @@ pub fn raw_dot(format: QuantFormat) -> Option<RawDot> {
         // and AVX-VNNI where `vnni` is set.
         return match format {
             QuantFormat::Q8_0 if vnni => {
-                Some(|r, a, t| unsafe { x86::vnni::dot_q8_0(r, a.row_q(t), a.row_d(t)) })
+                Some(|r, a, t| unsafe { x86::vnni::dot_q8_0_rows::<1>(r, a, t)[0] })
             }
             QuantFormat::Q8_0 => {
-                Some(|r, a, t| unsafe { x86::avx2::dot_q8_0(r, a.row_q(t), a.row_d(t)) })
+                Some(|r, a, t| unsafe { x86::avx2::dot_q8_0_rows::<1>(r, a, t)[0] })
             }
-            QuantFormat::Q4_1 if vnni => Some(|r, a, t| unsafe {
-                x86::vnni::dot_q4_1(r, a.row_q(t), a.row_d(t), a.row_sum(t))
-            }),
-            QuantFormat::Q4_1 => Some(|r, a, t| unsafe {
-                x86::avx2::dot_q4_1(r, a.row_q(t), a.row_d(t), a.row_sum(t))
-            }),
+            QuantFormat::Q4_1 if vnni => {
+                Some(|r, a, t| unsafe { x86::vnni::dot_q4_1_rows::<1>(r, a, t)[0] })
+            }
+            QuantFormat::Q4_1 => {
+                Some(|r, a, t| unsafe { x86::avx2::dot_q4_1_rows::<1>(r, a, t)[0] })
+            }
             QuantFormat::Q5_0 if vnni => {
-                Some(|r, a, t| unsafe { x86::vnni::dot_q5_0(r, a.row_q(t), a.row_d(t)) })
+                Some(|r, a, t| unsafe { x86::vnni::dot_q5_0_rows::<1>(r, a, t)[0] })
             }
             QuantFormat::Q5_0 => {
-                Some(|r, a, t| unsafe { x86::avx2::dot_q5_0(r, a.row_q(t), a.row_d(t)) })
+                Some(|r, a, t| unsafe { x86::avx2::dot_q5_0_rows::<1>(r, a, t)[0] })
             }
             QuantFormat::Q4K => Some(|r, a, t| unsafe { x86::dot_q4_k_rows::<1>(r, a, t)[0] }),
             QuantFormat::Q6K => Some(|r, a, t| unsafe { x86::dot_q6_k_rows::<1>(r, a, t)[0] }),
@@ -173,17 +173,23 @@ pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
         // and AVX-VNNI where `vnni` is set.
         return match format {
             QuantFormat::Q8_0 if vnni => {
-                Some(|r, a, t| unsafe { x86::vnni::dot_q8_0_tokens(r, a, t) })
+                Some(|r, a, t| unsafe { x86::vnni::dot_q8_0_rows::<TOKENS>(r, a, t) })
             }
-            QuantFormat::Q8_0 => Some(|r, a, t| unsafe { x86::avx2::dot_q8_0_tokens(r, a, t) }),
+            QuantFormat::Q8_0 => {
+                Some(|r, a, t| unsafe { x86::avx2::dot_q8_0_rows::<TOKENS>(r, a, t) })
+            }
             QuantFormat::Q4_1 if vnni => {
-                Some(|r, a, t| unsafe { x86::vnni::dot_q4_1_tokens(r, a, t) })
+                Some(|r, a, t| unsafe { x86::vnni::dot_q4_1_rows::<TOKENS>(r, a, t) })
             }
-            QuantFormat::Q4_1 => Some(|r, a, t| unsafe { x86::avx2::dot_q4_1_tokens(r, a, t) }),
+            QuantFormat::Q4_1 => {
+                Some(|r, a, t| unsafe { x86::avx2::dot_q4_1_rows::<TOKENS>(r, a, t) })
+            }
             QuantFormat::Q5_0 if vnni => {
-                Some(|r, a, t| unsafe { x86::vnni::dot_q5_0_tokens(r, a, t) })
+                Some(|r, a, t| unsafe { x86::vnni::dot_q5_0_rows::<TOKENS>(r, a, t) })
             }
-            QuantFormat::Q5_0 => Some(|r, a, t| unsafe { x86::avx2::dot_q5_0_tokens(r, a, t) }),
+            QuantFormat::Q5_0 => {
+                Some(|r, a, t| unsafe { x86::avx2::dot_q5_0_rows::<TOKENS>(r, a, t) })
+            }
             QuantFormat::Q4K => Some(|r, a, t| unsafe { x86::dot_q4_k_rows::<TOKENS>(r, a, t) }),
             QuantFormat::Q6K => Some(|r, a, t| unsafe { x86::dot_q6_k_rows::<TOKENS>(r, a, t) }),
             _ => None,
@@ -366,7 +372,7 @@ fn has_vnni() -> bool {
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{GROUP, IntRows, TOKENS};
+    use super::{GROUP, IntRows};
     use crate::act::QuantizedActs;
     use crate::format::{f16_at, f16_table};
     use std::arch::x86_64::*;
@@ -441,78 +447,109 @@ mod x86 {
 
     /// The fused kernels whose inner step is [`mul_sum_madd`] (or its VNNI form), written once
     /// and built for both feature sets.
+    ///
+    /// Each takes `N` activation rows from `t0` at once (one in a decode, [`super::TOKENS`] in a
+    /// prefill): a block is loaded and unpacked once for all of them, and each row's result is
+    /// computed in the same order whatever `N`.
     macro_rules! byte_dot_kernels {
         ($features:literal, $mul_sum:ident) => {
             /// Q8_0 blocks (`f16` scale, 32 signed bytes) against 8-bit activations.
             #[target_feature(enable = $features)]
-            pub(in crate::dot) fn dot_q8_0(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+            pub(in crate::dot) fn dot_q8_0_rows<const N: usize>(
+                row: &[u8],
+                acts: &QuantizedActs,
+                t0: usize,
+            ) -> [f32; N] {
+                let q: [&[i8]; N] = std::array::from_fn(|k| acts.row_q(t0 + k));
+                let d: [&[f32]; N] = std::array::from_fn(|k| acts.row_d(t0 + k));
+                let blocks = (0..N).fold(row.len() / 34, |b, k| {
+                    b.min(q[k].len() / 32).min(d[k].len() / 2)
+                });
                 let f16 = f16_table();
-                let mut acc = _mm256_setzero_ps();
-                for ((block, x), d) in row
-                    .chunks_exact(34)
-                    .zip(xq.chunks_exact(32))
-                    .zip(xd.chunks_exact(2))
-                {
-                    // SAFETY: `block[2..]` and `x` hold 32 bytes each; loads are unaligned.
-                    let (w, x) = unsafe {
-                        (
-                            _mm256_loadu_si256(block.as_ptr().add(2).cast()),
-                            _mm256_loadu_si256(x.as_ptr().cast()),
-                        )
-                    };
-                    let sums = _mm256_cvtepi32_ps($mul_sum(
-                        _mm256_sign_epi8(w, w),
-                        _mm256_sign_epi8(x, w),
-                    ));
-                    let scale = f16_at(f16, block, 0) * d[0];
-                    acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(scale), acc);
+                let mut acc = [_mm256_setzero_ps(); N];
+                for (b, block) in row.chunks_exact(34).take(blocks).enumerate() {
+                    // SAFETY: `block[2..]` holds 32 bytes; loads are unaligned.
+                    let w = unsafe { _mm256_loadu_si256(block.as_ptr().add(2).cast()) };
+                    let magnitude = _mm256_sign_epi8(w, w);
+                    let dw = f16_at(f16, block, 0);
+                    for k in 0..N {
+                        // SAFETY: `b < blocks`, so `q[k]` holds 32 bytes from `32 b`.
+                        let x = unsafe { _mm256_loadu_si256(q[k].as_ptr().add(32 * b).cast()) };
+                        // SAFETY: `b < blocks`, so `d[k]` holds `2 b + 1`.
+                        let xd = unsafe { *d[k].get_unchecked(2 * b) };
+                        let sums = _mm256_cvtepi32_ps($mul_sum(magnitude, _mm256_sign_epi8(x, w)));
+                        acc[k] = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * xd), acc[k]);
+                    }
                 }
-                hsum(acc)
+                std::array::from_fn(|k| hsum(acc[k]))
             }
 
-            /// Q4_1 blocks (`f16` scale and min, 16 bytes of nibbles: values 0–15 low, 16–31 high)
-            /// against 8-bit activations with their scaled sums (`q8_1`).
+            /// Q4_1 blocks (`f16` scale and min, 16 bytes of nibbles: values 0–15 low, 16–31
+            /// high) against 8-bit activations with their scaled sums (`q8_1`).
             #[target_feature(enable = $features)]
-            pub(in crate::dot) fn dot_q4_1(row: &[u8], xq: &[i8], xd: &[f32], xsum: &[f32]) -> f32 {
+            pub(in crate::dot) fn dot_q4_1_rows<const N: usize>(
+                row: &[u8],
+                acts: &QuantizedActs,
+                t0: usize,
+            ) -> [f32; N] {
+                let q: [&[i8]; N] = std::array::from_fn(|k| acts.row_q(t0 + k));
+                let d: [&[f32]; N] = std::array::from_fn(|k| acts.row_d(t0 + k));
+                let s: [&[f32]; N] = std::array::from_fn(|k| acts.row_sum(t0 + k));
+                let blocks = (0..N).fold(row.len() / 20, |b, k| {
+                    b.min(q[k].len() / 32)
+                        .min(d[k].len() / 2)
+                        .min(s[k].len() / 2)
+                });
                 let low = _mm_set1_epi8(0x0F);
                 let f16 = f16_table();
-                let mut acc = _mm256_setzero_ps();
-                let mut mins = _mm256_setzero_ps();
-                for (((block, x), d), s) in row
-                    .chunks_exact(20)
-                    .zip(xq.chunks_exact(32))
-                    .zip(xd.chunks_exact(2))
-                    .zip(xsum.chunks_exact(2))
-                {
-                    // SAFETY: `block[4..]` holds 16 bytes and `x` 32; loads are unaligned.
-                    let (packed, x) = unsafe {
-                        (
-                            _mm_loadu_si128(block.as_ptr().add(4).cast()),
-                            _mm256_loadu_si256(x.as_ptr().cast()),
-                        )
-                    };
+                let mut acc = [_mm256_setzero_ps(); N];
+                let mut mins = [0.0f32; N];
+                for (b, block) in row.chunks_exact(20).take(blocks).enumerate() {
+                    // SAFETY: `block[4..]` holds 16 bytes; loads are unaligned.
+                    let packed = unsafe { _mm_loadu_si128(block.as_ptr().add(4).cast()) };
                     let lo = _mm_and_si128(packed, low);
                     let hi = _mm_and_si128(_mm_srli_epi16::<4>(packed), low);
                     let w = _mm256_set_m128i(hi, lo);
-                    let sums = _mm256_cvtepi32_ps($mul_sum(w, x));
                     let (dw, mw) = (f16_at(f16, block, 0), f16_at(f16, block, 2));
-                    acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * d[0]), acc);
-                    // The min times the activations' sum, in lane 0 (kept off the scalar chain).
-                    mins = _mm256_fmadd_ps(
-                        _mm256_set_ps(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, mw),
-                        _mm256_set1_ps(s[0] + s[1]),
-                        mins,
-                    );
+                    for k in 0..N {
+                        // SAFETY: `b < blocks`, so `q[k]` holds 32 bytes from `32 b`, and
+                        // `d[k]` and `s[k]` hold `2 b + 1`.
+                        let (x, xd, sum) = unsafe {
+                            (
+                                _mm256_loadu_si256(q[k].as_ptr().add(32 * b).cast()),
+                                *d[k].get_unchecked(2 * b),
+                                s[k].get_unchecked(2 * b) + s[k].get_unchecked(2 * b + 1),
+                            )
+                        };
+                        let sums = _mm256_cvtepi32_ps($mul_sum(w, x));
+                        acc[k] = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * xd), acc[k]);
+                        mins[k] = mw.mul_add(sum, mins[k]);
+                    }
                 }
-                hsum(_mm256_add_ps(acc, mins))
+                // The mins' total joins lane 0 before the horizontal sum: the order the
+                // fidelity fixtures were measured with (Q4_1 subtracts large, nearly equal
+                // terms, and with the total added after the sum SmolLM2's perplexity moves
+                // by 1%).
+                std::array::from_fn(|k| {
+                    let total = _mm256_zextps128_ps256(_mm_set_ss(mins[k]));
+                    hsum(_mm256_add_ps(acc[k], total))
+                })
             }
 
             /// Q5_0 blocks against 8-bit activations, as ggml's AVX2 kernel: the fifth bits spread
             /// to bytes, `0xF0` or'ed into the nibbles whose bit is clear (so the byte reads as
-            /// `nibble - 16` when signed), then the signed dot of `dot_q8_0`.
+            /// `nibble - 16` when signed), then the signed dot of `dot_q8_0_rows`.
             #[target_feature(enable = $features)]
-            pub(in crate::dot) fn dot_q5_0(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
-                let blocks = (row.len() / 22).min(xq.len() / 32).min(xd.len() / 2);
+            pub(in crate::dot) fn dot_q5_0_rows<const N: usize>(
+                row: &[u8],
+                acts: &QuantizedActs,
+                t0: usize,
+            ) -> [f32; N] {
+                let q: [&[i8]; N] = std::array::from_fn(|k| acts.row_q(t0 + k));
+                let d: [&[f32]; N] = std::array::from_fn(|k| acts.row_d(t0 + k));
+                let blocks = (0..N).fold(row.len() / 22, |b, k| {
+                    b.min(q[k].len() / 32).min(d[k].len() / 2)
+                });
                 let low = _mm_set1_epi8(0x0F);
                 // Byte j of the spread picks byte j / 8 of the bits; or'ing all bits but j % 8 and
                 // comparing with all-ones tests bit j.
@@ -526,134 +563,8 @@ mod x86 {
                 let all = _mm256_set1_epi64x(-1);
                 let high_clear = _mm256_set1_epi8(0xF0u8 as i8);
                 let f16 = f16_table();
-                let mut acc = _mm256_setzero_ps();
-                for b in 0..blocks {
-                    let block = &row[22 * b..22 * b + 22];
-                    let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
-                    // SAFETY: 16 nibble bytes from 6 in the block, 32 of `xq` from `32 b`.
-                    let (packed, x) = unsafe {
-                        (
-                            _mm_loadu_si128(block.as_ptr().add(6).cast()),
-                            _mm256_loadu_si256(xq.as_ptr().add(32 * b).cast()),
-                        )
-                    };
-                    let nibbles = _mm256_set_m128i(
-                        _mm_and_si128(_mm_srli_epi16::<4>(packed), low),
-                        _mm_and_si128(packed, low),
-                    );
-                    let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), pick);
-                    let set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), all);
-                    let w = _mm256_or_si256(nibbles, _mm256_andnot_si256(set, high_clear));
-                    let sums = _mm256_cvtepi32_ps($mul_sum(
-                        _mm256_sign_epi8(w, w),
-                        _mm256_sign_epi8(x, w),
-                    ));
-                    let scale = f16_at(f16, block, 0) * xd[2 * b];
-                    acc = _mm256_fmadd_ps(sums, _mm256_set1_ps(scale), acc);
-                }
-                hsum(acc)
-            }
-
-            /// [`dot_q8_0`] for `TOKENS` activation rows from `t0` at once: each block is
-            /// loaded once for all of them. Bit for bit the single-row results.
-            #[target_feature(enable = $features)]
-            pub(in crate::dot) fn dot_q8_0_tokens(
-                row: &[u8],
-                acts: &QuantizedActs,
-                t0: usize,
-            ) -> [f32; TOKENS] {
-                let q: [&[i8]; TOKENS] = std::array::from_fn(|k| acts.row_q(t0 + k));
-                let d: [&[f32]; TOKENS] = std::array::from_fn(|k| acts.row_d(t0 + k));
-                let blocks = (0..TOKENS).fold(row.len() / 34, |b, k| {
-                    b.min(q[k].len() / 32).min(d[k].len() / 2)
-                });
-                let f16 = f16_table();
-                let mut acc = [_mm256_setzero_ps(); TOKENS];
-                for b in 0..blocks {
-                    let block = &row[34 * b..34 * b + 34];
-                    // SAFETY: `block[2..]` holds 32 bytes; loads are unaligned.
-                    let w = unsafe { _mm256_loadu_si256(block.as_ptr().add(2).cast()) };
-                    let magnitude = _mm256_sign_epi8(w, w);
-                    let dw = f16_at(f16, block, 0);
-                    for k in 0..TOKENS {
-                        // SAFETY: `b < blocks`, so `q[k]` holds 32 bytes from `32 b`.
-                        let x = unsafe { _mm256_loadu_si256(q[k].as_ptr().add(32 * b).cast()) };
-                        let sums = _mm256_cvtepi32_ps($mul_sum(magnitude, _mm256_sign_epi8(x, w)));
-                        acc[k] = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * d[k][2 * b]), acc[k]);
-                    }
-                }
-                std::array::from_fn(|k| hsum(acc[k]))
-            }
-
-            /// [`dot_q4_1`] for `TOKENS` activation rows from `t0` at once: each block's
-            /// nibbles are unpacked once for all of them. Bit for bit the single-row results.
-            #[target_feature(enable = $features)]
-            pub(in crate::dot) fn dot_q4_1_tokens(
-                row: &[u8],
-                acts: &QuantizedActs,
-                t0: usize,
-            ) -> [f32; TOKENS] {
-                let q: [&[i8]; TOKENS] = std::array::from_fn(|k| acts.row_q(t0 + k));
-                let d: [&[f32]; TOKENS] = std::array::from_fn(|k| acts.row_d(t0 + k));
-                let s: [&[f32]; TOKENS] = std::array::from_fn(|k| acts.row_sum(t0 + k));
-                let blocks = (0..TOKENS).fold(row.len() / 20, |b, k| {
-                    b.min(q[k].len() / 32)
-                        .min(d[k].len() / 2)
-                        .min(s[k].len() / 2)
-                });
-                let low = _mm_set1_epi8(0x0F);
-                let f16 = f16_table();
-                let mut acc = [_mm256_setzero_ps(); TOKENS];
-                let mut mins = [_mm256_setzero_ps(); TOKENS];
-                for b in 0..blocks {
-                    let block = &row[20 * b..20 * b + 20];
-                    // SAFETY: `block[4..]` holds 16 bytes; loads are unaligned.
-                    let packed = unsafe { _mm_loadu_si128(block.as_ptr().add(4).cast()) };
-                    let lo = _mm_and_si128(packed, low);
-                    let hi = _mm_and_si128(_mm_srli_epi16::<4>(packed), low);
-                    let w = _mm256_set_m128i(hi, lo);
-                    let (dw, mw) = (f16_at(f16, block, 0), f16_at(f16, block, 2));
-                    let min = _mm256_set_ps(0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, mw);
-                    for k in 0..TOKENS {
-                        // SAFETY: `b < blocks`, so `q[k]` holds 32 bytes from `32 b`.
-                        let x = unsafe { _mm256_loadu_si256(q[k].as_ptr().add(32 * b).cast()) };
-                        let sums = _mm256_cvtepi32_ps($mul_sum(w, x));
-                        acc[k] = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * d[k][2 * b]), acc[k]);
-                        let sum = s[k][2 * b] + s[k][2 * b + 1];
-                        mins[k] = _mm256_fmadd_ps(min, _mm256_set1_ps(sum), mins[k]);
-                    }
-                }
-                std::array::from_fn(|k| hsum(_mm256_add_ps(acc[k], mins[k])))
-            }
-
-            /// [`dot_q5_0`] for `TOKENS` activation rows from `t0` at once: each block's
-            /// five-bit values are assembled once for all of them. Bit for bit the single-row
-            /// results.
-            #[target_feature(enable = $features)]
-            pub(in crate::dot) fn dot_q5_0_tokens(
-                row: &[u8],
-                acts: &QuantizedActs,
-                t0: usize,
-            ) -> [f32; TOKENS] {
-                let q: [&[i8]; TOKENS] = std::array::from_fn(|k| acts.row_q(t0 + k));
-                let d: [&[f32]; TOKENS] = std::array::from_fn(|k| acts.row_d(t0 + k));
-                let blocks = (0..TOKENS).fold(row.len() / 22, |b, k| {
-                    b.min(q[k].len() / 32).min(d[k].len() / 2)
-                });
-                let low = _mm_set1_epi8(0x0F);
-                let pick = _mm256_set_epi64x(
-                    0x0303_0303_0303_0303,
-                    0x0202_0202_0202_0202,
-                    0x0101_0101_0101_0101,
-                    0,
-                );
-                let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
-                let all = _mm256_set1_epi64x(-1);
-                let high_clear = _mm256_set1_epi8(0xF0u8 as i8);
-                let f16 = f16_table();
-                let mut acc = [_mm256_setzero_ps(); TOKENS];
-                for b in 0..blocks {
-                    let block = &row[22 * b..22 * b + 22];
+                let mut acc = [_mm256_setzero_ps(); N];
+                for (b, block) in row.chunks_exact(22).take(blocks).enumerate() {
                     let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
                     // SAFETY: 16 nibble bytes from 6 in the block; loads are unaligned.
                     let packed = unsafe { _mm_loadu_si128(block.as_ptr().add(6).cast()) };
@@ -666,11 +577,13 @@ mod x86 {
                     let w = _mm256_or_si256(nibbles, _mm256_andnot_si256(set, high_clear));
                     let magnitude = _mm256_sign_epi8(w, w);
                     let dw = f16_at(f16, block, 0);
-                    for k in 0..TOKENS {
+                    for k in 0..N {
                         // SAFETY: `b < blocks`, so `q[k]` holds 32 bytes from `32 b`.
                         let x = unsafe { _mm256_loadu_si256(q[k].as_ptr().add(32 * b).cast()) };
+                        // SAFETY: `b < blocks`, so `d[k]` holds `2 b + 1`.
+                        let xd = unsafe { *d[k].get_unchecked(2 * b) };
                         let sums = _mm256_cvtepi32_ps($mul_sum(magnitude, _mm256_sign_epi8(x, w)));
-                        acc[k] = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * d[k][2 * b]), acc[k]);
+                        acc[k] = _mm256_fmadd_ps(sums, _mm256_set1_ps(dw * xd), acc[k]);
                     }
                 }
                 std::array::from_fn(|k| hsum(acc[k]))
@@ -695,7 +608,7 @@ mod x86 {
     /// (`madd`), and the activations' sum weighted by the chunk's min, all in `i32` lanes;
     /// then one scale per block.
     ///
-    /// `N` activation rows from `t0` at once (one in a decode, [`TOKENS`] in a prefill): each
+    /// `N` activation rows from `t0` at once (one in a decode, [`super::TOKENS`] in a prefill): each
     /// block's scales and nibbles are unpacked once for all of them, and each row's result is
     /// computed in the same order whatever `N`.
     #[target_feature(enable = "avx2,fma")]
@@ -769,7 +682,7 @@ mod x86 {
     /// (0–63) rebuilt from nibbles and bit pairs, `maddubs` with the activations minus
     /// `maddubs` of 32 with them (the `- 32`), weighted by the 16-value scales, in `i32` lanes.
     ///
-    /// `N` activation rows from `t0` at once (one in a decode, [`TOKENS`] in a prefill): each
+    /// `N` activation rows from `t0` at once (one in a decode, [`super::TOKENS`] in a prefill): each
     /// block's six-bit values are assembled once for all of them, and each row's result is
     /// computed in the same order whatever `N`.
     #[target_feature(enable = "avx2,fma")]
@@ -1030,23 +943,23 @@ mod tests {
                 for format in [QuantFormat::Q8_0, QuantFormat::Q4_1, QuantFormat::Q5_0] {
                     let row = random_matrix(format, 1, cols, &mut rng);
                     let acts = QuantizedActs::encode(format.activation(), &x, cols);
-                    let (q, d, sum) = (acts.row_q(0), acts.row_d(0), acts.row_sum(0));
                     // SAFETY: AVX2, FMA and AVX-VNNI were detected (has_vnni).
-                    let (a, b) = unsafe {
+                    let [a, b] = unsafe {
                         match format {
-                            QuantFormat::Q8_0 => (
-                                x86::avx2::dot_q8_0(&row, q, d),
-                                x86::vnni::dot_q8_0(&row, q, d),
-                            ),
-                            QuantFormat::Q4_1 => (
-                                x86::avx2::dot_q4_1(&row, q, d, sum),
-                                x86::vnni::dot_q4_1(&row, q, d, sum),
-                            ),
-                            _ => (
-                                x86::avx2::dot_q5_0(&row, q, d),
-                                x86::vnni::dot_q5_0(&row, q, d),
-                            ),
+                            QuantFormat::Q8_0 => [
+                                x86::avx2::dot_q8_0_rows::<1>(&row, &acts, 0),
+                                x86::vnni::dot_q8_0_rows::<1>(&row, &acts, 0),
+                            ],
+                            QuantFormat::Q4_1 => [
+                                x86::avx2::dot_q4_1_rows::<1>(&row, &acts, 0),
+                                x86::vnni::dot_q4_1_rows::<1>(&row, &acts, 0),
+                            ],
+                            _ => [
+                                x86::avx2::dot_q5_0_rows::<1>(&row, &acts, 0),
+                                x86::vnni::dot_q5_0_rows::<1>(&row, &acts, 0),
+                            ],
                         }
+                        .map(|[x]| x)
                     };
                     assert_eq!(
                         a.to_bits(),
