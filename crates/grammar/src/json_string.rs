@@ -14,15 +14,23 @@
 //! shared result: the mask of such a state is the shared one plus the exits' subtrees
 //! walked from the state after the quote. llguidance's "slicer" precomputes masks of
 //! common string patterns per tokenizer in the same spirit.
+//!
+//! A string with a length bound (`maxLength`) is a chain of positions instead of a loop,
+//! each calling the shared `char` rule and allowing the closing quote: a product search
+//! would have to follow the whole count. It is recognised from its automaton instead (the
+//! chain's shape, and the called rule checked once to be exactly a string's character), and
+//! takes the same shared walk without the tokens that start more characters than the
+//! positions left, which the walk counted for every token and every exit.
 
 use std::sync::{Arc, OnceLock};
 
 use rustc_hash::FxHashMap;
 
 use crate::automaton::CompiledGrammar;
+use crate::automaton::StateId;
 use crate::ir::{CharRange, Expr, Grammar, Rule, RuleId};
 use crate::limits::Limits;
-use crate::stacks::{DEAD, Engine};
+use crate::stacks::{DEAD, Engine, HOLE};
 use crate::tokens::{Span, walk};
 use crate::vocab::Vocabulary;
 
@@ -32,6 +40,9 @@ use crate::vocab::Vocabulary;
 pub(crate) struct StringInside {
     pub any: Part,
     pub after_char: Part,
+    /// The tokens `any` accepts, by how many characters each starts before the closing
+    /// quote (or its end): index `n` lists those starting `n`.
+    by_chars: Vec<Vec<u32>>,
 }
 
 #[derive(Clone, Debug)]
@@ -41,6 +52,73 @@ pub(crate) struct Part {
     /// Trie nodes just after the first unescaped quote: what lies below depends on the
     /// grammar after the string.
     pub exits: Vec<u32>,
+    /// Per exit, the characters before its quote.
+    exit_chars: Vec<u32>,
+}
+
+impl StringInside {
+    /// `part` for a string that may take at most `budget` more characters (`None`: no
+    /// bound): its tokens and exits that start no more characters than that.
+    pub(crate) fn within(&self, part: &Part, budget: Option<u32>) -> (Box<[u32]>, Vec<u32>) {
+        let most = self.by_chars.len().saturating_sub(1);
+        let Some(budget) = budget.map(|b| b as usize).filter(|&b| b < most) else {
+            return (part.accepted.clone(), part.exits.clone());
+        };
+        let (fit, over) = self.by_chars.split_at(budget + 1);
+        let count = |lists: &[Vec<u32>]| lists.iter().map(Vec::len).sum::<usize>();
+        // Clear the few that do not fit, or set the few that do, whichever is less work.
+        let accepted = if count(over) <= count(fit) {
+            let mut out = part.accepted.clone();
+            for &id in over.iter().flatten() {
+                out[id as usize / 32] &= !(1 << (id % 32));
+            }
+            out
+        } else {
+            let mut out: Box<[u32]> = vec![0u32; part.accepted.len()].into();
+            for &id in fit.iter().flatten() {
+                let (w, bit) = (id as usize / 32, 1 << (id % 32));
+                out[w] |= part.accepted[w] & bit;
+            }
+            out
+        };
+        let exits = part
+            .exits
+            .iter()
+            .zip(&part.exit_chars)
+            .filter(|&(_, &n)| n as usize <= budget)
+            .map(|(&e, _)| e)
+            .collect();
+        (accepted, exits)
+    }
+}
+
+/// How many characters `bytes`, read from a character boundary inside a string, starts
+/// before its first unescaped quote (or its end): an escape is one, a UTF-8 sequence one, a
+/// character cut off at the end counts.
+fn chars_started(bytes: &[u8]) -> u32 {
+    let (mut n, mut after_backslash, mut hex_left) = (0u32, false, 0u8);
+    for &b in bytes {
+        if after_backslash {
+            after_backslash = false;
+            if b == b'u' {
+                hex_left = 4;
+            }
+        } else if hex_left > 0 {
+            hex_left -= 1;
+        } else {
+            match b {
+                b'"' => break,
+                b'\\' => {
+                    n += 1;
+                    after_backslash = true;
+                }
+                // Continuation bytes: the character started at its lead byte.
+                0x80..=0xBF => {}
+                _ => n += 1,
+            }
+        }
+    }
+    n
 }
 
 /// Most state pairs the product search visits: the canonical inside has about a dozen
@@ -166,6 +244,83 @@ impl Canonical {
     }
 }
 
+/// The canonical character of a kind as a called rule (`root ::= c`, `c ::= char`), and
+/// its start over the unknown context.
+struct CharCanonical {
+    engine: Engine,
+    start: u32,
+}
+
+impl CharCanonical {
+    fn new(kind: usize) -> Option<Self> {
+        static CANONICAL: [OnceLock<Option<Arc<CompiledGrammar>>>; KINDS] =
+            [const { OnceLock::new() }; KINDS];
+        let g = CANONICAL
+            .get(kind)?
+            .get_or_init(|| {
+                let grammar = Grammar {
+                    rules: vec![
+                        Rule {
+                            name: "root".into(),
+                            expr: Expr::Rule(RuleId(1)),
+                        },
+                        Rule {
+                            name: "char".into(),
+                            expr: char_expr(kind),
+                        },
+                    ],
+                    root: Some(RuleId(0)),
+                };
+                let limits = Limits {
+                    max_inline_states: 0,
+                    ..Limits::default()
+                };
+                CompiledGrammar::with_limits(&grammar, limits)
+                    .ok()
+                    .map(Arc::new)
+            })
+            .as_ref()?;
+        let mut engine = Engine::new(g.clone());
+        let &frame = engine.set(engine.initial).first()?;
+        let (key, _) = engine.local_chain(frame, 1);
+        let start = engine.closure_set(key);
+        Some(CharCanonical { engine, start })
+    }
+}
+
+/// Whether `set` accepts exactly the canonical character's bytes, popping exactly when it
+/// does and into nothing else.
+fn same_character(engine: &mut Engine, set: u32, mut canon: CharCanonical) -> bool {
+    let mut pairs = vec![(set, canon.start)];
+    let mut i = 0;
+    while let Some(&(x, y)) = pairs.get(i) {
+        i += 1;
+        for b in 0..=255u8 {
+            let (x2, y2) = (engine.step(x, b), canon.engine.step(y, b));
+            if (x2 == DEAD) != (y2 == DEAD) {
+                return false;
+            }
+            if x2 == DEAD {
+                continue;
+            }
+            if canon.engine.has_hole(y2) || engine.has_hole(x2) {
+                // A finished character leaves nothing but the pop.
+                if engine.set(x2) != [HOLE] || canon.engine.set(y2) != [HOLE] {
+                    return false;
+                }
+                continue;
+            }
+            if !pairs.contains(&(x2, y2)) {
+                if pairs.len() >= MAX_PAIRS {
+                    return false;
+                }
+                pairs.push((x2, y2));
+            }
+        }
+    }
+    true
+}
+
 /// A set found to be the inside of a string.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Found {
@@ -175,6 +330,8 @@ pub(crate) struct Found {
     pub exit: u32,
     /// Whether the string may close at once (else a character must come first).
     pub closes_at_once: bool,
+    /// At most how many more characters, for a string with a length bound.
+    pub budget: Option<u32>,
 }
 
 /// Makes the vocabulary's walks of every kind of string inside.
@@ -192,6 +349,8 @@ pub(crate) struct StringProbe {
     kinds: Vec<Canonical>,
     known: FxHashMap<u32, Option<Found>>,
     pairs: Vec<(u32, u32)>,
+    /// Per rule start state, which spelling of a character the rule is (if any).
+    char_kinds: FxHashMap<StateId, Option<usize>>,
 }
 
 impl StringProbe {
@@ -200,6 +359,7 @@ impl StringProbe {
             kinds: (0..KINDS).filter_map(Canonical::new).collect(),
             known: FxHashMap::default(),
             pairs: Vec::new(),
+            char_kinds: FxHashMap::default(),
         }
     }
 
@@ -207,11 +367,15 @@ impl StringProbe {
     /// some kind accepts, byte for byte, never popping before the closing quote, except
     /// perhaps that it cannot close at once (a string's `char` rule, called before the
     /// quote may come).
-    pub(crate) fn find(&mut self, engine: &mut Engine, set: u32) -> Option<Found> {
+    ///
+    /// Or whether it is the inside of a string with a length bound (see the module docs):
+    /// then [`Found::budget`] is the most characters it may still take, or `None` if that
+    /// is at least `cap`.
+    pub(crate) fn find(&mut self, engine: &mut Engine, set: u32, cap: u32) -> Option<Found> {
         if let Some(&known) = self.known.get(&set) {
             return known;
         }
-        let exit = self.search(engine, set);
+        let exit = self.search(engine, set, cap);
         if self.known.len() >= MAX_KNOWN {
             self.known.clear();
         }
@@ -219,12 +383,15 @@ impl StringProbe {
         exit
     }
 
-    fn search(&mut self, engine: &mut Engine, set: u32) -> Option<Found> {
+    fn search(&mut self, engine: &mut Engine, set: u32, cap: u32) -> Option<Found> {
         // Most sets fail at once: inside a string a control byte dies, and letters soon
         // loop (the sets right after the opening quote, or after a first character that
         // a `char+` requires, may differ from the loop's).
         if engine.step(set, 0x01) != DEAD {
             return None;
+        }
+        if let Some(found) = self.bounded(engine, set, cap) {
+            return Some(found);
         }
         let mut s = set;
         for _ in 0..3 {
@@ -244,6 +411,7 @@ impl StringProbe {
                 kind,
                 exit,
                 closes_at_once,
+                budget: None,
             })
         })
     }
@@ -301,6 +469,99 @@ impl StringProbe {
         exit
     }
 
+    /// Whether `set` is a position of a string with a length bound: a chain of automaton
+    /// states in one frame, each allowing the closing quote (always into the
+    /// same state) or a call of one rule that is exactly a string's character, returning
+    /// to the next position; the last allows only the quote. Either the position itself
+    /// (its frame, and the character rule's frame returning to the next position), or a
+    /// character already begun (that frame alone: it must be finished before the quote).
+    fn bounded(&mut self, engine: &mut Engine, set: u32, cap: u32) -> Option<Found> {
+        // The character's frame returns to the next position, over the same frame (or
+        // context) as the position's own frame.
+        let called_from = |c: u32, position: u32| {
+            let next = engine.frame_parent(c);
+            next > HOLE && engine.frame_parent(next) == engine.frame_parent(position)
+        };
+        let (position, char_frame) = match *engine.set(set) {
+            [c] if c > HOLE => (None, c),
+            [a, b] if a > HOLE && b > HOLE && called_from(b, a) => (Some(a), b),
+            [a, b] if a > HOLE && b > HOLE && called_from(a, b) => (Some(b), a),
+            _ => return None,
+        };
+        let next = engine.frame_parent(char_frame);
+        if next <= HOLE {
+            return None;
+        }
+        let below = engine.frame_parent(next);
+        let (char_state, next_state) = (engine.frame_state(char_frame), engine.frame_state(next));
+        let (mut state, closes_at_once) = match position {
+            None => (next_state, false),
+            Some(p) => (engine.frame_state(p), true),
+        };
+        let g = Arc::clone(&engine.g);
+        let mut chars = u32::from(!closes_at_once);
+        let mut quote_to = None;
+        loop {
+            let st = g.states.get(state as usize)?;
+            let [edge] = st.bytes.as_slice() else {
+                return None;
+            };
+            if st.is_final
+                || !st.tokens.is_empty()
+                || (edge.lo, edge.hi) != (b'"', b'"')
+                || quote_to.is_some_and(|q| q != edge.target)
+            {
+                return None;
+            }
+            quote_to = Some(edge.target);
+            match st.calls.as_slice() {
+                [] => break,
+                &[(rule, back)] => {
+                    // The position's own call is the one whose frame is in the set.
+                    let first = closes_at_once && chars == 0;
+                    if g.rule_start.get(rule as usize) != Some(&char_state)
+                        || (first && back != next_state)
+                    {
+                        return None;
+                    }
+                    chars += 1;
+                    if chars >= cap {
+                        break;
+                    }
+                    state = back;
+                }
+                _ => return None,
+            }
+        }
+        let kind = self.char_kind(engine, char_state)?;
+        let after = engine.frame(quote_to?, below);
+        Some(Found {
+            kind,
+            exit: engine.closure_set(after),
+            closes_at_once,
+            budget: (chars < cap).then_some(chars),
+        })
+    }
+
+    /// Which spelling of a string's character the rule starting at `start` is exactly, if
+    /// any: its automaton, over the unknown context, run in step with the canonical
+    /// character's over every byte, both finishing (popping) together.
+    fn char_kind(&mut self, engine: &mut Engine, start: StateId) -> Option<usize> {
+        if let Some(&known) = self.char_kinds.get(&start) {
+            return known;
+        }
+        let frame = engine.frame(start, HOLE);
+        let set = engine.closure_set(frame);
+        let kind = (0..KINDS).find(|&kind| {
+            let Some(canon) = CharCanonical::new(kind) else {
+                return false;
+            };
+            same_character(engine, set, canon)
+        });
+        self.char_kinds.insert(start, kind);
+        kind
+    }
+
     /// The shared walk of the canonical inside of `kind` over `vocab` (made with the
     /// vocabulary, see [`prepare`]).
     pub(crate) fn inside<'v>(
@@ -327,17 +588,52 @@ impl StringProbe {
             // Without the empty string: no token may start with the closing quote, which
             // is the trie's first-level `"` node and its subtree (an exit, and nothing
             // below it is one).
+            let mut by_chars: Vec<Vec<u32>> = Vec::new();
+            for (w, &word) in accepted.iter().enumerate() {
+                let mut bits = word;
+                while bits != 0 {
+                    let id = (32 * w) as u32 + bits.trailing_zeros();
+                    bits &= bits - 1;
+                    let n = chars_started(vocab.token_bytes(id)) as usize;
+                    if by_chars.len() <= n {
+                        by_chars.resize(n + 1, Vec::new());
+                    }
+                    by_chars[n].push(id);
+                }
+            }
+            // An exit's path is the start of any token below it.
+            let exit_chars: Vec<u32> = exits
+                .iter()
+                .map(|&node| {
+                    let n = vocab.nodes[node as usize];
+                    let first = vocab.token_ids[vocab.first_token[node as usize] as usize];
+                    let path = vocab.token_bytes(first);
+                    chars_started(&path[..(n.depth as usize).min(path.len())])
+                })
+                .collect();
             let mut after_char = Part {
                 accepted: accepted.clone(),
                 exits: exits.clone(),
+                exit_chars: exit_chars.clone(),
             };
             if let Some(q) = vocab.first_level_node(b'"') {
                 vocab.clear_tokens_from(q, &mut after_char.accepted);
-                after_char.exits.retain(|&n| n != q);
+                let kept: Vec<(u32, u32)> = exits
+                    .iter()
+                    .zip(&exit_chars)
+                    .filter(|&(&n, _)| n != q)
+                    .map(|(&n, &c)| (n, c))
+                    .collect();
+                (after_char.exits, after_char.exit_chars) = kept.into_iter().unzip();
             }
             StringInside {
-                any: Part { accepted, exits },
+                any: Part {
+                    accepted,
+                    exits,
+                    exit_chars,
+                },
                 after_char,
+                by_chars,
             }
         }))
     }
@@ -364,12 +660,14 @@ mod tests {
         let mut probe = StringProbe::new();
         let src = format!(r#"root ::= "{{\"a\":\"" ({JSON_CHAR})* "\"," [0-9]+ "}}""#);
         let (mut e, s) = engine_at(&src, br#"{"a":""#);
-        let found = probe.find(&mut e, s).expect("the inside of a free string");
+        let found = probe
+            .find(&mut e, s, 64)
+            .expect("the inside of a free string");
         assert_eq!((found.kind, found.closes_at_once), (0, true));
         assert_eq!(found.exit, e.step(s, b'"'));
         // Also after some characters and a completed escape.
         let (mut e, s) = engine_at(&src, br#"{"a":"x\n\u00e9y"#);
-        assert!(probe.find(&mut e, s).is_some());
+        assert!(probe.find(&mut e, s, 64).is_some());
     }
 
     #[test]
@@ -381,7 +679,7 @@ char ::= {JSON_CHAR}
 "#
         );
         let (mut e, s) = engine_at(&src, b"[\"");
-        let found = probe.find(&mut e, s).expect("a non-empty string");
+        let found = probe.find(&mut e, s, 64).expect("a non-empty string");
         assert!(!found.closes_at_once);
         let letter = e.step(s, b'a');
         assert_eq!(found.exit, e.step(letter, b'"'));
@@ -394,7 +692,62 @@ char ::= {JSON_CHAR}
         let src =
             r#"root ::= "\"" ([^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}))* "\"""#;
         let (mut e, s) = engine_at(src, b"\"");
-        assert_eq!(probe.find(&mut e, s).map(|f| f.kind), Some(1));
+        assert_eq!(probe.find(&mut e, s, 64).map(|f| f.kind), Some(1));
+    }
+
+    fn schema_engine_at(schema: serde_json::Value, prefix: &[u8]) -> (Engine, u32) {
+        let c = crate::json_schema::compile(&schema, &Default::default()).unwrap();
+        let g = CompiledGrammar::new(&c.grammar).unwrap();
+        let mut e = Engine::new(Arc::new(g));
+        let mut s = e.initial;
+        for &b in prefix {
+            s = e.step(s, b);
+        }
+        (e, s)
+    }
+
+    #[test]
+    fn recognises_a_bounded_string_and_counts_what_is_left() {
+        let schema =
+            serde_json::json!({"type": "array", "items": {"type": "string", "maxLength": 5}});
+        // A probe remembers sets by id: one per engine.
+        let cases: [(&[u8], u32); 4] = [
+            (b"[\"", 5),
+            (b"[\"ab", 3),
+            (b"[\"\\n\xC3\xA9x", 2),
+            (b"[\"abcd", 1),
+        ];
+        for (prefix, left) in cases {
+            let (mut e, s) = schema_engine_at(schema.clone(), prefix);
+            let found = StringProbe::new()
+                .find(&mut e, s, 64)
+                .expect("a bounded string");
+            assert_eq!(
+                (found.kind, found.budget, found.closes_at_once),
+                (0, Some(left), true)
+            );
+            assert_eq!(found.exit, e.step(s, b'"'));
+        }
+        // Beyond the cap the bound cannot show within a token: as a free string.
+        let (mut e, s) = schema_engine_at(schema, b"[\"");
+        let found = StringProbe::new().find(&mut e, s, 4);
+        assert_eq!(found.map(|f| f.budget), Some(None));
+        // A character begun is no position: a bound of one, its `\` taken.
+        let one = serde_json::json!({"type": "string", "maxLength": 1});
+        let (mut e, s) = schema_engine_at(one, b"\"\\");
+        assert_eq!(StringProbe::new().find(&mut e, s, 64), None);
+    }
+
+    #[test]
+    fn a_bounded_string_of_other_characters_is_not_taken_for_one() {
+        // Letters only, and a JSON character without `\u` escapes: called rules in the
+        // place of a string's character, but not one.
+        for c in ["[a-z]", r#"[^"\\\x00-\x1F] | "\\" ["\\/bfnrt]"#] {
+            // (Recursive, so that it stays a rule of its own rather than being inlined.)
+            let src = format!("root ::= \"\\\"\" c{{0,40}} \"\\\"\"\nc ::= {c} | \"<\" c\n");
+            let (mut e, s) = engine_at(&src, b"\"");
+            assert_eq!(StringProbe::new().find(&mut e, s, 64), None, "{src}");
+        }
     }
 
     #[test]
@@ -408,11 +761,11 @@ char ::= {JSON_CHAR}
         ];
         for src in cases {
             let (mut e, s) = engine_at(src, b"\"");
-            assert_eq!(probe.find(&mut e, s), None, "{src}");
+            assert_eq!(probe.find(&mut e, s, 64), None, "{src}");
         }
         // A string with a length bound counts down: not the loop.
         let src = format!(r#"root ::= "\"" ({JSON_CHAR}){{0,3}} "\"""#);
         let (mut e, s) = engine_at(&src, b"\"");
-        assert_eq!(probe.find(&mut e, s), None);
+        assert_eq!(probe.find(&mut e, s, 64), None);
     }
 }

@@ -283,6 +283,16 @@ impl Engine {
         self.frames[frame as usize].state
     }
 
+    /// The frame below `frame` ([`HOLE`] for a frame over the unknown context).
+    pub(crate) fn frame_parent(&self, frame: u32) -> u32 {
+        self.frames[frame as usize].parent
+    }
+
+    /// The frame for automaton state `state` over `parent` (a frame, or [`HOLE`]).
+    pub(crate) fn frame(&mut self, state: StateId, parent: u32) -> u32 {
+        intern_frame(&mut self.frames, &mut self.frame_index, state, parent)
+    }
+
     fn intern_set(&mut self, v: Vec<u32>) -> u32 {
         if let Some(&id) = self.set_index.get(v.as_slice()) {
             return id;

@@ -330,7 +330,9 @@ fn add_frame_tokens(engine: &mut Engine, ts: &mut TokenState, f: u32, out: &mut 
 /// string's inside when `key` starts inside one (see `json_string.rs`), else a full walk.
 fn full_frame_mask(engine: &mut Engine, ts: &mut TokenState, key: u32) -> FrameMask {
     let start = engine.closure_set(key);
-    if let Some(found) = ts.strings.find(engine, start)
+    // No token starts more characters than it has bytes.
+    let cap = ts.vocab.max_depth as u32 + 1;
+    if let Some(found) = ts.strings.find(engine, start, cap)
         && let Some(inside) = ts.strings.inside(found.kind, &ts.vocab, &mut ts.path)
     {
         let part = if found.closes_at_once {
@@ -338,8 +340,8 @@ fn full_frame_mask(engine: &mut Engine, ts: &mut TokenState, key: u32) -> FrameM
         } else {
             &inside.after_char
         };
-        let (accepted, ends) = (part.accepted.clone(), &part.exits);
-        return continue_frame_mask(engine, &ts.vocab, &mut ts.path, accepted, ends, found.exit);
+        let (accepted, ends) = inside.within(part, found.budget);
+        return continue_frame_mask(engine, &ts.vocab, &mut ts.path, accepted, &ends, found.exit);
     }
     let mut fm = FrameMask {
         accepted: vec![0u32; ts.vocab.mask_words()].into(),

@@ -244,6 +244,127 @@ char ::= [^\x00-\x1F"\\] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4})
     }
 }
 
+/// Strings with a length bound take the shared string walk without the tokens that start
+/// more characters than the positions left (`json_string.rs`): every mask along documents
+/// that fill the bounds, with escapes and multi-byte characters, and right after the opening
+/// quote, equal to brute force, on a vocabulary whose longest tokens outrun the bounds.
+#[test]
+fn bounded_string_masks_equal_brute_force() {
+    for file in [SMOLLM2, "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"] {
+        let Some(v) = common::vocab(file) else {
+            continue;
+        };
+        let v = Arc::new(v);
+        let schema = serde_json::json!({
+            "type": "object",
+            "properties": {
+                "none": {"type": "string", "maxLength": 0},
+                "one": {"type": "string", "maxLength": 1},
+                "five": {"type": "string", "maxLength": 5},
+                "some": {"type": "string", "minLength": 1, "maxLength": 12},
+                "two": {"type": "string", "minLength": 2, "maxLength": 9},
+                "long": {"type": "string", "maxLength": 200},
+                "list": {"type": "array", "items": {"type": "string", "maxLength": 3}}
+            },
+            "required": ["none", "one", "five", "some", "two", "long", "list"]
+        });
+        let c = stampo_grammar::json_schema::compile(&schema, &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let g = Arc::new(CompiledGrammar::new(&c.grammar).unwrap_or_else(|e| panic!("{e}")));
+        let mut m = Matcher::with_vocabulary(g, v.clone()).unwrap_or_else(|e| panic!("{e}"));
+        let long = "word ".repeat(39) + "abcd\\n";
+        let docs = [
+            format!(
+                r#"{{"none":"","one":"é","five":"ab\"cd","some":"x","two":"東京","long":"{long}","list":["abc","","\u00e9🚀"]}}"#
+            ),
+            r#"{"none":"","one":"","five":"","some":"            ","two":"ok","long":"","list":[]}"#
+                .to_string(),
+            format!(
+                r#"{{"none":"","one":"\t","five":"hello","some":"hello, world","two":"nine char","long":"{}","list":["   "]}}"#,
+                "-".repeat(200)
+            ),
+        ];
+        for doc in &docs {
+            m.reset();
+            check_masks_along(&mut m, &v, doc.as_bytes(), 1, file);
+        }
+        let mut mask = vec![0u32; v.mask_words()];
+        for prefix in [
+            r#"{"none":""#,
+            r#"{"none":"","one":""#,
+            r#"{"none":"","one":"","five":"abcd"#,
+            r#"{"none":"","one":"","five":"","some":""#,
+            r#"{"none":"","one":"","five":"","some":"x","two":""#,
+            r#"{"none":"","one":"","five":"","some":"x","two":"a"#,
+            r#"{"none":"","one":"","five":"","some":"x","two":"ab","long":""#,
+        ] {
+            m.reset();
+            m.consume_bytes(prefix.as_bytes())
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+            m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(
+                bits(&mask),
+                brute_force(&mut m, &v),
+                "{file}: after {prefix}"
+            );
+        }
+    }
+}
+
+/// The same with made-up tokens that hold the closing quote after one, two or three
+/// characters (an escape and a multi-byte character among them) and go on past it: a bound
+/// of two must refuse exactly those with three before the quote, whether they end there or
+/// continue after it.
+#[test]
+fn bounded_strings_count_the_characters_before_a_token_s_quote() {
+    let words: [&[u8]; 20] = [
+        b"[\"",
+        b"\"",
+        b"\",\"",
+        b"\"]",
+        b",",
+        b"]",
+        b"a",
+        b"ab",
+        b"abc",
+        b"a\"",
+        b"ab\"",
+        b"abc\"",
+        b"ab\",\"",
+        b"abc\",\"",
+        b"\\n\xC3\xA9\"]",
+        b"\\n\xC3\xA9x\"]",
+        b"\xC3\xA9",
+        b"\\u00e9\"",
+        b"\\u00e9a\"",
+        b"x\",",
+    ];
+    let tokens: Vec<Vec<u8>> = words.iter().map(|w| w.to_vec()).collect();
+    let n = tokens.len();
+    let v = Arc::new(Vocabulary::new(tokens, vec![false; n], vec![]));
+    let schema = serde_json::json!({"type": "array", "items": {"type": "string", "maxLength": 2}});
+    let options = stampo_grammar::json_schema::Options {
+        whitespace: stampo_grammar::json_schema::Whitespace::Compact,
+        ..Default::default()
+    };
+    let c =
+        stampo_grammar::json_schema::compile(&schema, &options).unwrap_or_else(|e| panic!("{e}"));
+    let g = Arc::new(CompiledGrammar::new(&c.grammar).unwrap_or_else(|e| panic!("{e}")));
+    let mut m = Matcher::with_vocabulary(g, v.clone()).unwrap_or_else(|e| panic!("{e}"));
+    let mut mask = vec![0u32; v.mask_words()];
+    for prefix in [&b"[\""[..], b"[\"a", b"[\"ab", b"[\"ab\",\"", b"[\"\\n"] {
+        m.reset();
+        m.consume_bytes(prefix).unwrap_or_else(|e| panic!("{e}"));
+        m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+        let text = String::from_utf8_lossy(prefix);
+        assert_eq!(bits(&mask), brute_force(&mut m, &v), "after {text}");
+    }
+    // Right after the opening quote: the two-character ones, not the three-character ones.
+    m.reset();
+    m.consume_bytes(b"[\"").unwrap_or_else(|e| panic!("{e}"));
+    assert!(m.can_consume(b"ab\",\"") && !m.can_consume(b"abc\",\""));
+}
+
 /// A made-up vocabulary with large subtrees under `x`: well-formed multi-byte tails (taken
 /// whole inside a string) beside ill-formed ones (a lead byte followed by ASCII, a stray
 /// continuation byte, a cut-off four-byte lead, an overlong form), which the string must
