@@ -585,9 +585,7 @@ impl StringProbe {
                 &mut accepted,
                 Some(&mut exits),
             );
-            // Without the empty string: no token may start with the closing quote, which
-            // is the trie's first-level `"` node and its subtree (an exit, and nothing
-            // below it is one).
+            // What a bound on the characters filters by (see `within`).
             let mut by_chars: Vec<Vec<u32>> = Vec::new();
             for (w, &word) in accepted.iter().enumerate() {
                 let mut bits = word;
@@ -611,6 +609,9 @@ impl StringProbe {
                     chars_started(&path[..(n.depth as usize).min(path.len())])
                 })
                 .collect();
+            // Without the empty string: no token may start with the closing quote, which
+            // is the trie's first-level `"` node and its subtree (an exit, and nothing
+            // below it is one).
             let mut after_char = Part {
                 accepted: accepted.clone(),
                 exits: exits.clone(),
