@@ -43,6 +43,9 @@ pub(crate) struct StringInside {
     /// The tokens `any` accepts, by how many characters each starts before the closing
     /// quote (or its end): index `n` lists those starting `n`.
     by_chars: Vec<Vec<u32>>,
+    /// The tokens `any` accepts whose first byte is [`plain`]: what a state that enters the
+    /// inside of a string on such a byte accepts below it (see `tokens.rs`).
+    pub plain_first: Box<[u32]>,
 }
 
 #[derive(Clone, Debug)]
@@ -54,6 +57,14 @@ pub(crate) struct Part {
     pub exits: Vec<u32>,
     /// Per exit, the characters before its quote.
     exit_chars: Vec<u32>,
+    /// Per exit, its path's first byte.
+    pub exit_first: Vec<u8>,
+}
+
+/// A byte that is a whole character of a string, and after which a string's inside is
+/// where it was: printable ASCII but the quote and the backslash.
+pub(crate) fn plain(b: u8) -> bool {
+    (0x20..=0x7E).contains(&b) && b != b'"' && b != b'\\'
 }
 
 impl StringInside {
@@ -609,6 +620,19 @@ impl StringProbe {
                     chars_started(&path[..(n.depth as usize).min(path.len())])
                 })
                 .collect();
+            let exit_first: Vec<u8> = exits
+                .iter()
+                .map(|&node| {
+                    let first = vocab.token_ids[vocab.first_token[node as usize] as usize];
+                    vocab.token_bytes(first).first().copied().unwrap_or(0)
+                })
+                .collect();
+            let mut plain_first = accepted.clone();
+            for &(byte, node) in &vocab.first_level {
+                if !plain(byte) {
+                    vocab.clear_tokens_from(node, &mut plain_first);
+                }
+            }
             // Without the empty string: no token may start with the closing quote, which
             // is the trie's first-level `"` node and its subtree (an exit, and nothing
             // below it is one).
@@ -616,25 +640,25 @@ impl StringProbe {
                 accepted: accepted.clone(),
                 exits: exits.clone(),
                 exit_chars: exit_chars.clone(),
+                exit_first: exit_first.clone(),
             };
             if let Some(q) = vocab.first_level_node(b'"') {
                 vocab.clear_tokens_from(q, &mut after_char.accepted);
-                let kept: Vec<(u32, u32)> = exits
-                    .iter()
-                    .zip(&exit_chars)
-                    .filter(|&(&n, _)| n != q)
-                    .map(|(&n, &c)| (n, c))
-                    .collect();
-                (after_char.exits, after_char.exit_chars) = kept.into_iter().unzip();
+                let kept: Vec<usize> = (0..exits.len()).filter(|&i| exits[i] != q).collect();
+                after_char.exits = kept.iter().map(|&i| exits[i]).collect();
+                after_char.exit_chars = kept.iter().map(|&i| exit_chars[i]).collect();
+                after_char.exit_first = kept.iter().map(|&i| exit_first[i]).collect();
             }
             StringInside {
                 any: Part {
                     accepted,
                     exits,
                     exit_chars,
+                    exit_first,
                 },
                 after_char,
                 by_chars,
+                plain_first,
             }
         }))
     }

@@ -25,7 +25,7 @@ use crate::automaton::CompiledGrammar;
 use crate::automaton::StateId;
 use crate::error::GrammarError;
 use crate::ir::TokenRef;
-use crate::json_string::StringProbe;
+use crate::json_string::{StringProbe, plain};
 use crate::matcher::Matcher;
 use crate::stacks::{DEAD, Engine, HOLE};
 use crate::vocab::{UTF8_BELOW, UTF8_FROM_NODE, Vocabulary, byte_class};
@@ -343,6 +343,9 @@ fn full_frame_mask(engine: &mut Engine, ts: &mut TokenState, key: u32) -> FrameM
         let (accepted, ends) = inside.within(part, found.budget);
         return continue_frame_mask(engine, &ts.vocab, &mut ts.path, accepted, &ends, found.exit);
     }
+    if let Some(fm) = string_after_plain_bytes(engine, ts, start, cap) {
+        return fm;
+    }
     let mut fm = FrameMask {
         accepted: vec![0u32; ts.vocab.mask_words()].into(),
         boundary: Vec::new(),
@@ -357,6 +360,96 @@ fn full_frame_mask(engine: &mut Engine, ts: &mut TokenState, key: u32) -> FrameM
         Some(&mut fm.boundary),
     );
     fm
+}
+
+/// Plain characters leading into one set that many first bytes share: below that many, a
+/// full walk is cheap enough.
+const MANY_PLAIN: usize = 32;
+
+/// The mask of a state that, on most plain characters (see [`plain`]), enters the inside of
+/// one free string: the key of an object that also allows other properties, on its way
+/// through the declared names. A token starting with such a byte is read from the string's
+/// inside after it, where the inside already was before it; so below those first bytes
+/// the vocabulary's shared walk holds (its tokens, and its exits walked from the state
+/// after the quote). The other first bytes (a declared name's next character, the quote,
+/// escapes, non-ASCII) are walked as usual.
+fn string_after_plain_bytes(
+    engine: &mut Engine,
+    ts: &mut TokenState,
+    start: u32,
+    cap: u32,
+) -> Option<FrameMask> {
+    let mut after: Vec<(u32, usize)> = Vec::new();
+    for &(byte, _) in &ts.vocab.first_level {
+        let s = engine.step(start, byte);
+        if !plain(byte) || s == DEAD {
+            continue;
+        }
+        match after.iter_mut().find(|(t, _)| *t == s) {
+            Some((_, n)) => *n += 1,
+            None => after.push((s, 1)),
+        }
+    }
+    let (inside, _) = after
+        .into_iter()
+        .filter(|&(_, n)| n >= MANY_PLAIN)
+        .max_by_key(|&(_, n)| n)?;
+    let found = ts
+        .strings
+        .find(engine, inside, cap)
+        .filter(|f| f.closes_at_once && f.budget.is_none())?;
+    let shared = ts.strings.inside(found.kind, &ts.vocab, &mut ts.path)?;
+    let vocab = &ts.vocab;
+    let mut fm = FrameMask {
+        accepted: shared.plain_first.clone(),
+        boundary: Vec::new(),
+    };
+    let mut boundary = Some(&mut fm.boundary);
+    ts.path[0] = start;
+    for &(byte, node) in &vocab.first_level {
+        let s = engine.step(start, byte);
+        if plain(byte) && s == inside {
+            continue;
+        }
+        if plain(byte) {
+            vocab.clear_tokens_from(node, &mut fm.accepted);
+        }
+        if s != DEAD {
+            let end = vocab.nodes[node as usize].subtree_end as usize;
+            walk_nodes(
+                engine,
+                vocab,
+                &mut ts.path,
+                node as usize,
+                end,
+                &mut fm.accepted,
+                &mut boundary,
+            );
+        }
+    }
+    // As in `continue_frame_mask`: where the state after the quote may pop, the exits are
+    // boundaries themselves.
+    let pops = engine.has_hole(found.exit);
+    for (&node, &first) in shared.any.exits.iter().zip(&shared.any.exit_first) {
+        if !plain(first) || engine.step(start, first) != inside {
+            continue;
+        }
+        if pops {
+            fm.boundary.push(node);
+        }
+        walk(
+            engine,
+            vocab,
+            &mut ts.path,
+            Span::Below(node),
+            found.exit,
+            &mut fm.accepted,
+            Some(&mut fm.boundary),
+        );
+    }
+    fm.boundary.sort_unstable();
+    fm.boundary.dedup();
+    Some(fm)
 }
 
 /// A frame mask from a partial one: `accepted` holds the tokens that never reach the nodes

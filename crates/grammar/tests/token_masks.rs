@@ -365,6 +365,100 @@ fn bounded_strings_count_the_characters_before_a_token_s_quote() {
     assert!(m.can_consume(b"ab\",\"") && !m.can_consume(b"abc\",\""));
 }
 
+/// An object that also allows other properties: its keys walk a trie of the declared names
+/// or leave it for any string, and where most plain characters lead into that free string
+/// the mask below them comes from the shared string walk (`string_after_plain_bytes` in
+/// `tokens.rs`). Keys that follow a declared name part way, leave it, carry escapes and
+/// multi-byte characters, and every mask along them, equal to brute force. (An escape
+/// cannot leave the names: the grammar takes one only once a key has left them.)
+#[test]
+fn masks_of_keys_beside_declared_names_equal_brute_force() {
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "name": {"type": "string"},
+            "names": {"type": "integer"},
+            "description": {"type": "string"},
+            "type": {"type": "string"}
+        }
+    });
+    let docs: [&[u8]; 4] = [
+        br#"{"name":"a","names":1,"description":"d","type":"t","nam":"b","nome":"c","typo":2}"#,
+        br#"{"type":"t","descriptio":"","nox\"":"x","nx\u00e4me":3,"types":[1]}"#,
+        "{\"näme\":1,\"東京\":\"x\",\"type \":null,\"\":0,\"ty\":{\"name\":\"y\"}}".as_bytes(),
+        br#"{"n":"b","x y z":"e","descriptionx":1,"namespace":"a"}"#,
+    ];
+    let prefixes: [&[u8]; 5] = [
+        br#"{""#,
+        br#"{"n"#,
+        br#"{"nam"#,
+        br#"{"name"#,
+        br#"{"name":"a",""#,
+    ];
+    for file in [
+        SMOLLM2,
+        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+        "gemma-3-270m-q4_k_m.gguf",
+    ] {
+        let Some(v) = common::vocab(file) else {
+            continue;
+        };
+        let v = Arc::new(v);
+        let c = stampo_grammar::json_schema::compile(&schema, &Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let g = Arc::new(CompiledGrammar::new(&c.grammar).unwrap_or_else(|e| panic!("{e}")));
+        let mut m = Matcher::with_vocabulary(g, v.clone()).unwrap_or_else(|e| panic!("{e}"));
+        for doc in docs {
+            m.reset();
+            check_masks_along(&mut m, &v, doc, 1, file);
+        }
+        let mut mask = vec![0u32; v.mask_words()];
+        for prefix in prefixes {
+            m.reset();
+            m.consume_bytes(prefix)
+                .unwrap_or_else(|e| panic!("{file}: {e}"));
+            m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+            let text = String::from_utf8_lossy(prefix);
+            assert_eq!(bits(&mask), brute_force(&mut m, &v), "{file}: after {text}");
+        }
+    }
+}
+
+/// The same with made-up tokens that start along a declared name and then take an escape,
+/// which the key's grammar refuses there (`n\n` right after `{"`) but the shared walk of a
+/// free string accepts: the mask must not take them from it.
+#[test]
+fn keys_refuse_what_the_shared_string_walk_would_take_below_a_name() {
+    let mut tokens: Vec<Vec<u8>> = [
+        &b"{\""[..],
+        b"\"",
+        b"\":",
+        b"1",
+        b"}",
+        b"n\\n",
+        b"na\\t",
+        b"x\\n",
+        b"name",
+    ]
+    .iter()
+    .map(|t| t.to_vec())
+    .collect();
+    tokens.extend((b'a'..=b'z').chain(b'A'..=b'Z').map(|c| vec![c]));
+    let n = tokens.len();
+    let v = Arc::new(Vocabulary::new(tokens, vec![false; n], vec![]));
+    let schema = serde_json::json!({"type": "object", "properties": {"name": {"type": "integer"}}});
+    let c = stampo_grammar::json_schema::compile(&schema, &Default::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let g = Arc::new(CompiledGrammar::new(&c.grammar).unwrap_or_else(|e| panic!("{e}")));
+    let mut m = Matcher::with_vocabulary(g, v.clone()).unwrap_or_else(|e| panic!("{e}"));
+    m.consume_bytes(b"{\"").unwrap_or_else(|e| panic!("{e}"));
+    let mut mask = vec![0u32; v.mask_words()];
+    m.compute_mask(&mut mask).unwrap_or_else(|e| panic!("{e}"));
+    let allowed = bits(&mask);
+    assert_eq!(allowed, brute_force(&mut m, &v));
+    assert!(!allowed.contains(&5) && !allowed.contains(&6) && allowed.contains(&7));
+}
+
 /// A made-up vocabulary with large subtrees under `x`: well-formed multi-byte tails (taken
 /// whole inside a string) beside ill-formed ones (a lead byte followed by ASCII, a stray
 /// continuation byte, a cut-off four-byte lead, an overlong form), which the string must
