@@ -379,6 +379,15 @@ fn string_after_plain_bytes(
     start: u32,
     cap: u32,
 ) -> Option<FrameMask> {
+    // Most states fail at once: three rarely named characters do not lead to one set.
+    let probes = [b'q', b'X', b'~'].map(|b| engine.step(start, b));
+    if !probes
+        .iter()
+        .enumerate()
+        .any(|(i, &s)| s != DEAD && probes[i + 1..].contains(&s))
+    {
+        return None;
+    }
     let mut after: Vec<(u32, usize)> = Vec::new();
     for &(byte, _) in &ts.vocab.first_level {
         let s = engine.step(start, byte);
