@@ -11,7 +11,8 @@
 //! nodes cost a table look-up and a rejected prefix skips its whole subtree. Finished masks
 //! are cached per DFA state too, so a state seen before costs a copy. The costliest scans,
 //! from the inside of a free JSON string, are made once per vocabulary and shared by every
-//! grammar (`json_string.rs`).
+//! grammar (`json_string.rs`); a string with a length bound takes them filtered by its
+//! count, and an object's key beside its declared names below its plain first bytes.
 //!
 //! Special tokens are never matched as text; they are allowed only where the grammar names
 //! them (`<think>`, `<[id]>`, `!<...>`). End-of-sequence tokens are allowed exactly where the
