@@ -92,7 +92,7 @@ impl CompiledGrammar {
             .iter()
             .map(|&r| grammar.rule(RuleId(r)).name.clone())
             .collect();
-        let (states, rule_start) = remove_epsilons(&b.nfa, &rule_start, &rule_ends);
+        let (states, rule_start) = remove_epsilons(&b.nfa, &rule_start, &rule_ends, &limits)?;
         let mut g = CompiledGrammar {
             states,
             rule_start,
@@ -334,6 +334,39 @@ fn refs(e: &Expr, out: &mut Vec<usize>) {
     }
 }
 
+/// A repetition of a repetition as one, where that is the same language: `(x+)+` is `x+`,
+/// `(x?)+` and `(x*)?` are `x*`, `(x{2,}){3,}` is `x{6,}`. Stacked quantifiers (`x++++`,
+/// which llama.cpp's syntax allows) otherwise copy the body twice per level, and the
+/// automaton's loops nest: fourteen of them took seconds to compile.
+fn stacked_repeats(expr: &Expr, min: u32, max: Option<u32>) -> (&Expr, u32, Option<u32>) {
+    let (mut expr, mut min, mut max) = (expr, min, max);
+    while let Expr::Repeat {
+        expr: inner,
+        min: a,
+        max: b,
+    } = expr
+    {
+        let (a, b) = (*a, *b);
+        (min, max) = match (a, b, min, max) {
+            // Sums of at least `min` runs of at least `a`: every count from `a·min` up.
+            (a, None, c, None) if c >= 1 => match a.checked_mul(c) {
+                Some(n) => (n, None),
+                None => break,
+            },
+            // Runs that may be empty or single, any number of times: any count.
+            (0 | 1, None, _, _) | (0, Some(1), _, None)
+                if max != Some(0) && (a == 0 || min == 0) =>
+            {
+                (0, None)
+            }
+            (0, Some(1), 0, Some(1)) => (0, Some(1)),
+            _ => break,
+        };
+        expr = inner;
+    }
+    (expr, min, max)
+}
+
 /// A Thompson-construction state, before ε-removal.
 #[derive(Default)]
 struct NfaState {
@@ -431,6 +464,7 @@ impl Builder<'_> {
                 Ok(end)
             }
             Expr::Repeat { expr, min, max } => {
+                let (expr, min, max) = &stacked_repeats(expr, *min, *max);
                 let limit = self.limits.max_repetition;
                 let worst = max.unwrap_or(*min).max(*min);
                 if worst > limit {
@@ -554,11 +588,17 @@ fn scalar_at_or_before(c: u32) -> Option<char> {
 
 /// Removes ε-edges: each kept state gets the edges of its ε-closure. Kept states are the
 /// rule starts and the targets of consuming edges and returns; the rest disappear.
+///
+/// The work is the kept states times their closures, quadratic where loops nest deeply; it
+/// is bounded by [`Limits::max_states`] times [`CLOSURE_WORK_PER_STATE`].
 fn remove_epsilons(
     nfa: &[NfaState],
     starts: &[StateId],
     ends: &[StateId],
-) -> (Vec<State>, Vec<StateId>) {
+    limits: &Limits,
+) -> Result<(Vec<State>, Vec<StateId>), GrammarError> {
+    let budget = limits.max_states.saturating_mul(CLOSURE_WORK_PER_STATE);
+    let mut work = 0usize;
     let mut is_end = vec![false; nfa.len()];
     for &e in ends {
         is_end[e as usize] = true;
@@ -586,6 +626,16 @@ fn remove_epsilons(
                 continue;
             }
             seen[s as usize] = qi as u32;
+            work += 1;
+            if work > budget {
+                return Err(GrammarError::LimitExceeded {
+                    limit: "max_states",
+                    value: work as u64,
+                    max: budget as u64,
+                    hint: "removing the empty moves of nested loops takes too long; \
+                           avoid deeply nested repetitions",
+                });
+            }
             let ns = &nfa[s as usize];
             st.is_final |= is_end[s as usize];
             let map = |t: StateId, new_id: &mut Vec<StateId>, order: &mut Vec<StateId>| {
@@ -621,5 +671,9 @@ fn remove_epsilons(
         qi += 1;
     }
     let starts = starts.iter().map(|&s| new_id[s as usize]).collect();
-    (states, starts)
+    Ok((states, starts))
 }
+
+/// States of ε-closure visited per allowed automaton state while removing ε-edges (see
+/// [`remove_epsilons`]): a JSON Schema's grammar visits a few per state.
+const CLOSURE_WORK_PER_STATE: usize = 16;
