@@ -204,36 +204,50 @@ fn canonical(kind: usize) -> Option<&'static Arc<CompiledGrammar>> {
         .get(kind)?
         .get_or_init(|| {
             let quote = || Expr::Literal(b"\"".to_vec());
-            let grammar = Grammar {
-                rules: vec![
-                    Rule {
-                        name: "root".into(),
-                        expr: Expr::Rule(RuleId(1)),
-                    },
-                    Rule {
-                        name: "string".into(),
-                        expr: Expr::Seq(vec![
-                            quote(),
-                            Expr::Repeat {
-                                expr: Box::new(char_expr(kind)),
-                                min: 0,
-                                max: None,
-                            },
-                            quote(),
-                        ]),
-                    },
-                ],
-                root: Some(RuleId(0)),
-            };
-            let limits = Limits {
-                max_inline_states: 0,
-                ..Limits::default()
-            };
-            CompiledGrammar::with_limits(&grammar, limits)
-                .ok()
-                .map(Arc::new)
+            called_rule(Expr::Seq(vec![
+                quote(),
+                Expr::Repeat {
+                    expr: Box::new(char_expr(kind)),
+                    min: 0,
+                    max: None,
+                },
+                quote(),
+            ]))
         })
         .as_ref()
+}
+
+/// `root ::= r`, `r ::= body`, compiled with `r` called (never inlined), so that its end is
+/// a pop into whatever context it is copied onto.
+fn called_rule(body: Expr) -> Option<Arc<CompiledGrammar>> {
+    let grammar = Grammar {
+        rules: vec![
+            Rule {
+                name: "root".into(),
+                expr: Expr::Rule(RuleId(1)),
+            },
+            Rule {
+                name: "canonical".into(),
+                expr: body,
+            },
+        ],
+        root: Some(RuleId(0)),
+    };
+    let limits = Limits {
+        max_inline_states: 0,
+        ..Limits::default()
+    };
+    CompiledGrammar::with_limits(&grammar, limits)
+        .ok()
+        .map(Arc::new)
+}
+
+/// The set's first frame (the called rule's) copied onto the unknown context, and what it
+/// reaches from there.
+fn over_unknown_context(engine: &mut Engine, set: u32) -> Option<u32> {
+    let &frame = engine.set(set).first()?;
+    let (key, _) = engine.local_chain(frame, 1);
+    Some(engine.closure_set(key))
 }
 
 /// A canonical string's automaton, and its inside over the unknown context.
@@ -248,9 +262,7 @@ impl Canonical {
         // After the opening quote, the one frame is the string's; copied onto the unknown
         // context, its closing quote pops into it.
         let open = engine.step(engine.initial, b'"');
-        let &frame = engine.set(open).first()?;
-        let (key, _) = engine.local_chain(frame, 1);
-        let inside = engine.closure_set(key);
+        let inside = over_unknown_context(&mut engine, open)?;
         Some(Canonical { engine, inside })
     }
 }
@@ -268,33 +280,11 @@ impl CharCanonical {
             [const { OnceLock::new() }; KINDS];
         let g = CANONICAL
             .get(kind)?
-            .get_or_init(|| {
-                let grammar = Grammar {
-                    rules: vec![
-                        Rule {
-                            name: "root".into(),
-                            expr: Expr::Rule(RuleId(1)),
-                        },
-                        Rule {
-                            name: "char".into(),
-                            expr: char_expr(kind),
-                        },
-                    ],
-                    root: Some(RuleId(0)),
-                };
-                let limits = Limits {
-                    max_inline_states: 0,
-                    ..Limits::default()
-                };
-                CompiledGrammar::with_limits(&grammar, limits)
-                    .ok()
-                    .map(Arc::new)
-            })
+            .get_or_init(|| called_rule(char_expr(kind)))
             .as_ref()?;
         let mut engine = Engine::new(g.clone());
-        let &frame = engine.set(engine.initial).first()?;
-        let (key, _) = engine.local_chain(frame, 1);
-        let start = engine.closure_set(key);
+        let initial = engine.initial;
+        let start = over_unknown_context(&mut engine, initial)?;
         Some(CharCanonical { engine, start })
     }
 }
