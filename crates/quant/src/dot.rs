@@ -429,6 +429,26 @@ mod x86 {
         total + offsets_avx2(rows.woffset, rows.xsum)
     }
 
+    /// Activation rows `t0..t0 + N` (their values and their scales per [`GROUP`]), and how
+    /// many whole blocks of `values` the weight row (`block_bytes` a block) and each of them
+    /// hold: the bound every multi-row kernel loops to.
+    #[inline]
+    fn act_rows<'a, const N: usize>(
+        acts: &'a QuantizedActs,
+        t0: usize,
+        row: &[u8],
+        block_bytes: usize,
+        values: usize,
+    ) -> ([&'a [i8]; N], [&'a [f32]; N], usize) {
+        let q: [&[i8]; N] = std::array::from_fn(|k| acts.row_q(t0 + k));
+        let d: [&[f32]; N] = std::array::from_fn(|k| acts.row_d(t0 + k));
+        let blocks = (0..N).fold(row.len() / block_bytes, |b, k| {
+            b.min(q[k].len() / values)
+                .min(d[k].len() / (values / GROUP))
+        });
+        (q, d, blocks)
+    }
+
     /// Four adjacent products of unsigned bytes `a` with signed bytes `b`, summed into each
     /// `i32` lane: `maddubs` then `madd`. `maddubs` saturates its `i16` pair sums, which the
     /// callers' operands never reach: `a` is a nibble or a magnitude of at most 128 and `b` an
@@ -460,11 +480,7 @@ mod x86 {
                 acts: &QuantizedActs,
                 t0: usize,
             ) -> [f32; N] {
-                let q: [&[i8]; N] = std::array::from_fn(|k| acts.row_q(t0 + k));
-                let d: [&[f32]; N] = std::array::from_fn(|k| acts.row_d(t0 + k));
-                let blocks = (0..N).fold(row.len() / 34, |b, k| {
-                    b.min(q[k].len() / 32).min(d[k].len() / 2)
-                });
+                let (q, d, blocks) = act_rows::<N>(acts, t0, row, 34, 32);
                 let f16 = f16_table();
                 let mut acc = [_mm256_setzero_ps(); N];
                 for (b, block) in row.chunks_exact(34).take(blocks).enumerate() {
@@ -492,14 +508,9 @@ mod x86 {
                 acts: &QuantizedActs,
                 t0: usize,
             ) -> [f32; N] {
-                let q: [&[i8]; N] = std::array::from_fn(|k| acts.row_q(t0 + k));
-                let d: [&[f32]; N] = std::array::from_fn(|k| acts.row_d(t0 + k));
+                let (q, d, blocks) = act_rows::<N>(acts, t0, row, 20, 32);
                 let s: [&[f32]; N] = std::array::from_fn(|k| acts.row_sum(t0 + k));
-                let blocks = (0..N).fold(row.len() / 20, |b, k| {
-                    b.min(q[k].len() / 32)
-                        .min(d[k].len() / 2)
-                        .min(s[k].len() / 2)
-                });
+                let blocks = (0..N).fold(blocks, |b, k| b.min(s[k].len() / 2));
                 let low = _mm_set1_epi8(0x0F);
                 let f16 = f16_table();
                 let mut acc = [_mm256_setzero_ps(); N];
@@ -545,11 +556,7 @@ mod x86 {
                 acts: &QuantizedActs,
                 t0: usize,
             ) -> [f32; N] {
-                let q: [&[i8]; N] = std::array::from_fn(|k| acts.row_q(t0 + k));
-                let d: [&[f32]; N] = std::array::from_fn(|k| acts.row_d(t0 + k));
-                let blocks = (0..N).fold(row.len() / 22, |b, k| {
-                    b.min(q[k].len() / 32).min(d[k].len() / 2)
-                });
+                let (q, d, blocks) = act_rows::<N>(acts, t0, row, 22, 32);
                 let low = _mm_set1_epi8(0x0F);
                 // Byte j of the spread picks byte j / 8 of the bits; or'ing all bits but j % 8 and
                 // comparing with all-ones tests bit j.
@@ -617,14 +624,9 @@ mod x86 {
         acts: &QuantizedActs,
         t0: usize,
     ) -> [f32; N] {
-        let xq: [&[i8]; N] = std::array::from_fn(|k| acts.row_q(t0 + k));
-        let xd: [&[f32]; N] = std::array::from_fn(|k| acts.row_d(t0 + k));
+        let (xq, xd, blocks) = act_rows::<N>(acts, t0, row, 144, 256);
         let xsum: [&[i32]; N] = std::array::from_fn(|k| acts.row_isum(t0 + k));
-        let blocks = (0..N).fold(row.len() / 144, |b, k| {
-            b.min(xq[k].len() / 256)
-                .min(xd[k].len() / 16)
-                .min(xsum[k].len() / 16)
-        });
+        let blocks = (0..N).fold(blocks, |b, k| b.min(xsum[k].len() / 16));
         let low = _mm256_set1_epi8(0x0F);
         let f16 = f16_table();
         let mut acc = [_mm256_setzero_ps(); N];
@@ -691,11 +693,7 @@ mod x86 {
         acts: &QuantizedActs,
         t0: usize,
     ) -> [f32; N] {
-        let xq: [&[i8]; N] = std::array::from_fn(|k| acts.row_q(t0 + k));
-        let xd: [&[f32]; N] = std::array::from_fn(|k| acts.row_d(t0 + k));
-        let blocks = (0..N).fold(row.len() / 210, |b, k| {
-            b.min(xq[k].len() / 256).min(xd[k].len() / 16)
-        });
+        let (xq, xd, blocks) = act_rows::<N>(acts, t0, row, 210, 256);
         let low4 = _mm256_set1_epi8(0x0F);
         let low2 = _mm256_set1_epi8(0x03);
         let m32 = _mm256_set1_epi8(32);
