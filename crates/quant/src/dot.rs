@@ -465,6 +465,24 @@ mod x86 {
         _mm256_dpbusd_avx_epi32(_mm256_setzero_si256(), a, b)
     }
 
+    /// How far ahead of the block being read the kernels ask for weights, in bytes.
+    ///
+    /// A decode streams every weight once from memory; the hardware prefetchers alone left one
+    /// core at 5.8 GB/s on Q4_1 where a plain `f32` sum streams 9 (`kernel_bandwidth cpu`,
+    /// one thread). Asking for the bytes 2 KiB ahead brought Q4_1 to 8.4–9.2 GB/s (640 bytes:
+    /// 7.2, 1 KiB: 7.9, 4–8 KiB: no better and noisier).
+    const PREFETCH: usize = 2048;
+
+    /// Prefetches the cache lines `PREFETCH` bytes past those of `block`. Past the end of
+    /// the weights this asks for bytes nobody reads, which a prefetch may do: it never faults.
+    #[inline]
+    #[target_feature(enable = "sse")]
+    fn prefetch_ahead(block: &[u8]) {
+        for at in (0..block.len()).step_by(64) {
+            _mm_prefetch::<_MM_HINT_T0>(block.as_ptr().wrapping_add(PREFETCH + at).cast());
+        }
+    }
+
     /// The fused kernels whose inner step is [`mul_sum_madd`] (or its VNNI form), written once
     /// and built for both feature sets.
     ///
@@ -483,7 +501,8 @@ mod x86 {
                 let (q, d, blocks) = act_rows::<N>(acts, t0, row, 34, 32);
                 let f16 = f16_table();
                 let mut acc = [_mm256_setzero_ps(); N];
-                for (b, block) in row.chunks_exact(34).take(blocks).enumerate() {
+                for (b, block) in row[..blocks * 34].chunks_exact(34).enumerate() {
+                    prefetch_ahead(block);
                     // SAFETY: `block[2..]` holds 32 bytes; loads are unaligned.
                     let w = unsafe { _mm256_loadu_si256(block.as_ptr().add(2).cast()) };
                     let magnitude = _mm256_sign_epi8(w, w);
@@ -515,7 +534,8 @@ mod x86 {
                 let f16 = f16_table();
                 let mut acc = [_mm256_setzero_ps(); N];
                 let mut mins = [0.0f32; N];
-                for (b, block) in row.chunks_exact(20).take(blocks).enumerate() {
+                for (b, block) in row[..blocks * 20].chunks_exact(20).enumerate() {
+                    prefetch_ahead(block);
                     // SAFETY: `block[4..]` holds 16 bytes; loads are unaligned.
                     let packed = unsafe { _mm_loadu_si128(block.as_ptr().add(4).cast()) };
                     let lo = _mm_and_si128(packed, low);
@@ -571,7 +591,8 @@ mod x86 {
                 let high_clear = _mm256_set1_epi8(0xF0u8 as i8);
                 let f16 = f16_table();
                 let mut acc = [_mm256_setzero_ps(); N];
-                for (b, block) in row.chunks_exact(22).take(blocks).enumerate() {
+                for (b, block) in row[..blocks * 22].chunks_exact(22).enumerate() {
+                    prefetch_ahead(block);
                     let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
                     // SAFETY: 16 nibble bytes from 6 in the block; loads are unaligned.
                     let packed = unsafe { _mm_loadu_si128(block.as_ptr().add(6).cast()) };
@@ -633,6 +654,7 @@ mod x86 {
         let mut acc_m = [[0.0f32; 4]; N];
         for b in 0..blocks {
             let block = &row[144 * b..144 * b + 144];
+            prefetch_ahead(block);
             let packed = &block[4..16];
             let mut sumi = [_mm256_setzero_si256(); N];
             let mut mins = [[0i32; N]; 4];
@@ -701,6 +723,7 @@ mod x86 {
         let mut acc = [_mm256_setzero_ps(); N];
         for b in 0..blocks {
             let block = &row[210 * b..210 * b + 210];
+            prefetch_ahead(block);
             let mut sumi = [_mm256_setzero_si256(); N];
             for half in 0..2 {
                 let sc = &block[192 + 8 * half..192 + 8 * half + 8];

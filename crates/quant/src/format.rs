@@ -154,7 +154,13 @@ pub(crate) fn read_f16(bytes: &[u8], at: usize) -> f32 {
 /// [`read_f16`] through a table the caller fetched once (hot loops read a scale per block).
 #[inline]
 pub(crate) fn f16_at(table: &[f32; 1 << 16], bytes: &[u8], at: usize) -> f32 {
-    table[usize::from(u16::from_le_bytes([bytes[at], bytes[at + 1]]))]
+    // One 16-bit load: built from two byte loads, LLVM folds the high byte's shift into the
+    // table's address arithmetic and spends four instructions per scale in the hot loops.
+    let bits: [u8; 2] = match bytes.get(at..at + 2).and_then(|b| b.try_into().ok()) {
+        Some(bits) => bits,
+        None => return f32::NAN,
+    };
+    table[usize::from(u16::from_le_bytes(bits))]
 }
 
 /// Every `f16` as `f32` (256 KiB), as ggml keeps it: block scales are read millions of times
