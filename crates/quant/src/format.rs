@@ -158,6 +158,8 @@ pub(crate) fn f16_at(table: &[f32; 1 << 16], bytes: &[u8], at: usize) -> f32 {
     // table's address arithmetic and spends four instructions per scale in the hot loops.
     let bits: [u8; 2] = match bytes.get(at..at + 2).and_then(|b| b.try_into().ok()) {
         Some(bits) => bits,
+        // The kernels pass offsets inside a whole block; were one not, a NaN scale makes the
+        // product NaN: visibly wrong, not a plausible wrong number.
         None => return f32::NAN,
     };
     table[usize::from(u16::from_le_bytes(bits))]
