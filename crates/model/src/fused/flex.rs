@@ -6,6 +6,8 @@ use burn::backend::Flex;
 use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::FloatTensor;
 use burn::tensor::TensorData;
+use std::sync::OnceLock;
+
 use half::f16;
 
 use super::FusedOps;
@@ -40,6 +42,20 @@ fn gelu_tanh(x: f32) -> f32 {
     const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     let inner = (x + x * x * x * COEF_A) * SQRT_2_OVER_PI;
     (x * (inner.tanh() + 1.0)) * 0.5
+}
+
+/// [`gelu_tanh`] of every `f16`, rounded to `f16`, indexed by the input's bits: GELU takes
+/// `f16` inputs, so a table gives the same results as the formula at a look-up each, where
+/// the formula's `tanh` (libm, scalar) was 9% of Gemma 3's prefill, on one thread.
+fn gelu_table() -> &'static [f32; 1 << 16] {
+    static TABLE: OnceLock<Box<[f32; 1 << 16]>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table = Box::new([0.0f32; 1 << 16]);
+        for (bits, v) in table.iter_mut().enumerate() {
+            *v = round16(gelu_tanh(f16::from_bits(bits as u16).to_f32()));
+        }
+        table
+    })
 }
 
 /// RMSNorm of each row of `x` (rows of `w.len()` values), times `w`.
@@ -166,23 +182,40 @@ impl FusedOps for Flex {
     ) -> FloatTensor<Self> {
         let (gate, shape) = values(&gate);
         let (up, _) = values(&up);
+        let table = gelu.then(gelu_table);
         let out = slice(&gate)
             .iter()
             .zip(slice(&up))
             .map(|(&g, &u)| {
-                let a = if !gelu {
+                let a = match table {
                     // ggml's `x / (1 + e^-x)`.
-                    g / (1.0 + (-g).exp())
-                } else if g <= -10.0 {
-                    0.0
-                } else if g >= 10.0 {
-                    g
-                } else {
-                    round16(gelu_tanh(round16(g)))
+                    None => g / (1.0 + (-g).exp()),
+                    Some(_) if g <= -10.0 => 0.0,
+                    Some(_) if g >= 10.0 => g,
+                    Some(table) => table[usize::from(f16::from_f32(g).to_bits())],
                 };
                 a * u
             })
             .collect();
         tensor(out, shape)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gelu_table_holds_the_formula_for_every_f16() {
+        let table = gelu_table();
+        for bits in 0..=u16::MAX {
+            let x = f16::from_bits(bits).to_f32();
+            let want = round16(gelu_tanh(x));
+            let got = table[usize::from(bits)];
+            assert!(
+                got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
+                "{x}: {got} != {want}"
+            );
+        }
     }
 }
