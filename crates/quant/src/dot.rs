@@ -544,12 +544,13 @@ mod x86 {
                     let (dw, mw) = (f16_at(f16, block, 0), f16_at(f16, block, 2));
                     for k in 0..N {
                         // SAFETY: `b < blocks`, so `q[k]` holds 32 bytes from `32 b`, and
-                        // `d[k]` and `s[k]` hold `2 b + 1`.
+                        // `d[k]` and `s[k]` hold `2 b + 1`. A `q8_1` block's sum is all in its
+                        // first group (the second holds +0.0, so adding it changes no bit).
                         let (x, xd, sum) = unsafe {
                             (
                                 _mm256_loadu_si256(q[k].as_ptr().add(32 * b).cast()),
                                 *d[k].get_unchecked(2 * b),
-                                s[k].get_unchecked(2 * b) + s[k].get_unchecked(2 * b + 1),
+                                *s[k].get_unchecked(2 * b),
                             )
                         };
                         let sums = _mm256_cvtepi32_ps($mul_sum(w, x));
