@@ -139,17 +139,11 @@ fn attention_mask(
 }
 
 /// Whether attention runs as one kernel ([`fused::attention`], the wgpu device) rather than
-/// as burn's matrix products ([`Attention::with_matmuls`], the CPU).
+/// as burn's matrix products ([`Attention::with_matmuls`], the CPU). Without the `wgpu`
+/// feature there is no such kernel (and no caller).
+#[cfg(feature = "wgpu")]
 fn attention_kernel(device: &Device) -> bool {
-    #[cfg(feature = "wgpu")]
-    {
-        matches!(device.as_dispatch(), burn::backend::DispatchDevice::Cube(_))
-    }
-    #[cfg(not(feature = "wgpu"))]
-    {
-        let _ = device;
-        false
-    }
+    matches!(device.as_dispatch(), burn::backend::DispatchDevice::Cube(_))
 }
 
 /// Keys and values of every past position for one layer, allocated once at full capacity and
