@@ -2,12 +2,12 @@
 //! of llama.cpp's CPU backend (ggml): RMSNorm's mean square summed in `f64`, an `f16` KV
 //! cache, GELU from `f16` inputs to `f16` results.
 
+use std::sync::OnceLock;
+
 use burn::backend::Flex;
 use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::FloatTensor;
 use burn::tensor::TensorData;
-use std::sync::OnceLock;
-
 use half::f16;
 
 use super::FusedOps;
