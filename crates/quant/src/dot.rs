@@ -159,12 +159,22 @@ fn portable_raw_dot(format: QuantFormat) -> Option<RawDot> {
 /// Activation rows a [`RawDotTokens`] kernel takes at once.
 pub const TOKENS: usize = 4;
 
-/// A fused kernel for [`TOKENS`] activation rows from `t0` at once (a prefill): each block of
-/// the weight row is loaded and unpacked once for all of them.
-pub type RawDotTokens = fn(row: &[u8], acts: &QuantizedActs, t0: usize) -> [f32; TOKENS];
+/// A fused kernel for [`TOKENS`] activation rows from `t0` at once (a prefill), over every
+/// weight row of `rows` (`row_bytes` each): `out[i][k]` is row `i` times activation row
+/// `t0 + k`, for as many rows as `out` holds. Each block of a weight row is loaded and unpacked
+/// once for all the activation rows.
+///
+/// One call covers a whole piece of rows rather than one row, so the single-row kernel is
+/// inlined into the loop: its set-up and horizontal sums (a tenth of a 640-wide Q5_0 row's
+/// time, as a call per row) overlap the next row's loads. One thread, 128-token prefill,
+/// alternating builds: Gemma 3 185–190 → 199–201 tokens/s, Qwen2.5 57–63 → 63–65, SmolLM2
+/// 180 → 188–190. Eight activation rows at once instead of four: Qwen2.5 +5%, SmolLM2 −10%.
+pub type RawDotTokens =
+    fn(rows: &[u8], row_bytes: usize, acts: &QuantizedActs, t0: usize, out: &mut [[f32; TOKENS]]);
 
 /// The multi-row fused kernel for `format` on this CPU, where there is one (AVX2 or AVX-VNNI:
-/// Q8_0, Q4_1, Q5_0, Q4_K, Q6_K); its results are bit for bit those of [`raw_dot`]'s, one row at a time.
+/// Q8_0, Q4_1, Q5_0, Q4_K, Q6_K); each of its results is bit for bit the [`raw_dot`] of the
+/// same weight row and activation row.
 pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
@@ -173,25 +183,25 @@ pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
         // and AVX-VNNI where `vnni` is set.
         return match format {
             QuantFormat::Q8_0 if vnni => {
-                Some(|r, a, t| unsafe { x86::vnni::dot_q8_0_rows::<TOKENS>(r, a, t) })
+                Some(|r, n, a, t, o| unsafe { x86::vnni::dot_q8_0_tile(r, n, a, t, o) })
             }
             QuantFormat::Q8_0 => {
-                Some(|r, a, t| unsafe { x86::avx2::dot_q8_0_rows::<TOKENS>(r, a, t) })
+                Some(|r, n, a, t, o| unsafe { x86::avx2::dot_q8_0_tile(r, n, a, t, o) })
             }
             QuantFormat::Q4_1 if vnni => {
-                Some(|r, a, t| unsafe { x86::vnni::dot_q4_1_rows::<TOKENS>(r, a, t) })
+                Some(|r, n, a, t, o| unsafe { x86::vnni::dot_q4_1_tile(r, n, a, t, o) })
             }
             QuantFormat::Q4_1 => {
-                Some(|r, a, t| unsafe { x86::avx2::dot_q4_1_rows::<TOKENS>(r, a, t) })
+                Some(|r, n, a, t, o| unsafe { x86::avx2::dot_q4_1_tile(r, n, a, t, o) })
             }
             QuantFormat::Q5_0 if vnni => {
-                Some(|r, a, t| unsafe { x86::vnni::dot_q5_0_rows::<TOKENS>(r, a, t) })
+                Some(|r, n, a, t, o| unsafe { x86::vnni::dot_q5_0_tile(r, n, a, t, o) })
             }
             QuantFormat::Q5_0 => {
-                Some(|r, a, t| unsafe { x86::avx2::dot_q5_0_rows::<TOKENS>(r, a, t) })
+                Some(|r, n, a, t, o| unsafe { x86::avx2::dot_q5_0_tile(r, n, a, t, o) })
             }
-            QuantFormat::Q4K => Some(|r, a, t| unsafe { x86::dot_q4_k_rows::<TOKENS>(r, a, t) }),
-            QuantFormat::Q6K => Some(|r, a, t| unsafe { x86::dot_q6_k_rows::<TOKENS>(r, a, t) }),
+            QuantFormat::Q4K => Some(|r, n, a, t, o| unsafe { x86::dot_q4_k_tile(r, n, a, t, o) }),
+            QuantFormat::Q6K => Some(|r, n, a, t, o| unsafe { x86::dot_q6_k_tile(r, n, a, t, o) }),
             _ => None,
         };
     }
@@ -483,6 +493,25 @@ mod x86 {
         }
     }
 
+    /// `$tile`: the multi-token kernel `$kernel` over every weight row of a piece (see
+    /// [`super::RawDotTokens`]), built with the kernel's features so that it is inlined.
+    macro_rules! over_rows {
+        ($tile:ident, $features:literal, $kernel:ident) => {
+            #[target_feature(enable = $features)]
+            pub(in crate::dot) fn $tile(
+                rows: &[u8],
+                row_bytes: usize,
+                acts: &QuantizedActs,
+                t0: usize,
+                out: &mut [[f32; crate::dot::TOKENS]],
+            ) {
+                for (row, o) in rows.chunks_exact(row_bytes.max(1)).zip(out.iter_mut()) {
+                    *o = $kernel::<{ crate::dot::TOKENS }>(row, acts, t0);
+                }
+            }
+        };
+    }
+
     /// The fused kernels whose inner step is [`mul_sum_madd`] (or its VNNI form), written once
     /// and built for both feature sets.
     ///
@@ -492,6 +521,7 @@ mod x86 {
     macro_rules! byte_dot_kernels {
         ($features:literal, $mul_sum:ident) => {
             /// Q8_0 blocks (`f16` scale, 32 signed bytes) against 8-bit activations.
+            #[inline]
             #[target_feature(enable = $features)]
             pub(in crate::dot) fn dot_q8_0_rows<const N: usize>(
                 row: &[u8],
@@ -521,6 +551,7 @@ mod x86 {
 
             /// Q4_1 blocks (`f16` scale and min, 16 bytes of nibbles: values 0–15 low, 16–31
             /// high) against 8-bit activations with their scaled sums (`q8_1`).
+            #[inline]
             #[target_feature(enable = $features)]
             pub(in crate::dot) fn dot_q4_1_rows<const N: usize>(
                 row: &[u8],
@@ -571,6 +602,7 @@ mod x86 {
             /// Q5_0 blocks against 8-bit activations, as ggml's AVX2 kernel: the fifth bits spread
             /// to bytes, `0xF0` or'ed into the nibbles whose bit is clear (so the byte reads as
             /// `nibble - 16` when signed), then the signed dot of `dot_q8_0_rows`.
+            #[inline]
             #[target_feature(enable = $features)]
             pub(in crate::dot) fn dot_q5_0_rows<const N: usize>(
                 row: &[u8],
@@ -617,6 +649,10 @@ mod x86 {
                 }
                 std::array::from_fn(|k| hsum(acc[k]))
             }
+
+            over_rows!(dot_q8_0_tile, $features, dot_q8_0_rows);
+            over_rows!(dot_q4_1_tile, $features, dot_q4_1_rows);
+            over_rows!(dot_q5_0_tile, $features, dot_q5_0_rows);
         };
     }
 
@@ -632,6 +668,9 @@ mod x86 {
         byte_dot_kernels!("avx2,fma,avxvnni", mul_sum_vnni);
     }
 
+    over_rows!(dot_q4_k_tile, "avx2,fma", dot_q4_k_rows);
+    over_rows!(dot_q6_k_tile, "avx2,fma", dot_q6_k_rows);
+
     /// Q4_K against Q8_K, as [`super::dot_q4_k_portable`] computes it: per 32-value chunk,
     /// `maddubs` of the nibbles with the activations, weighted by the chunk's 6-bit scale
     /// (`madd`), and the activations' sum weighted by the chunk's min, all in `i32` lanes;
@@ -640,6 +679,7 @@ mod x86 {
     /// `N` activation rows from `t0` at once (one in a decode, [`super::TOKENS`] in a prefill): each
     /// block's scales and nibbles are unpacked once for all of them, and each row's result is
     /// computed in the same order whatever `N`.
+    #[inline]
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn dot_q4_k_rows<const N: usize>(
         row: &[u8],
@@ -710,6 +750,7 @@ mod x86 {
     /// `N` activation rows from `t0` at once (one in a decode, [`super::TOKENS`] in a prefill): each
     /// block's six-bit values are assembled once for all of them, and each row's result is
     /// computed in the same order whatever `N`.
+    #[inline]
     #[target_feature(enable = "avx2,fma")]
     pub(super) fn dot_q6_k_rows<const N: usize>(
         row: &[u8],

@@ -114,24 +114,31 @@ fn rows_times_acts(
     let mut row = UnpackedRow::default();
     // One look-up of the storage per piece, not per row (it is behind a `dyn`).
     let rb = w.row_bytes();
-    let fused = raw_dot(w.format);
-    let fused_tokens = raw_dot_tokens(w.format);
-    for (i, bytes) in w.rows(range).chunks_exact(rb.max(1)).enumerate() {
-        if let Some(dot) = fused {
-            let mut t = 0;
-            if let Some(dot_tokens) = fused_tokens {
-                while t + TOKENS <= tokens {
-                    for (k, v) in dot_tokens(bytes, acts, t).into_iter().enumerate() {
+    let rows = w.rows(range);
+    if let Some(dot) = raw_dot(w.format) {
+        let mut t = 0;
+        if let Some(dot_tokens) = raw_dot_tokens(w.format) {
+            // Token groups outside, rows inside: the piece's weights stay in the L1 cache
+            // while each group of activation rows passes over them.
+            let mut tile = vec![[0.0f32; TOKENS]; len];
+            while t + TOKENS <= tokens {
+                dot_tokens(rows, rb, acts, t, &mut tile);
+                for (i, sums) in tile.iter().enumerate() {
+                    for (k, &v) in sums.iter().enumerate() {
                         out[(t + k) * len + i] = v;
                     }
-                    t += TOKENS;
                 }
+                t += TOKENS;
             }
+        }
+        for (i, bytes) in rows.chunks_exact(rb.max(1)).enumerate() {
             for t in t..tokens {
                 out[t * len + i] = dot(bytes, acts, t);
             }
-            continue;
         }
+        return out;
+    }
+    for (i, bytes) in rows.chunks_exact(rb.max(1)).enumerate() {
         unpack_row(w.format, bytes, w.cols, &mut row);
         for t in 0..tokens {
             out[t * len + i] = match w.format {

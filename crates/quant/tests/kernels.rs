@@ -13,7 +13,7 @@ use stampo_gguf::{GgmlType, dequantize_to_vec};
 use stampo_quant::QuantFormat;
 use stampo_quant::act::QuantizedActs;
 use stampo_quant::dot::{
-    IntRows, dot_f32, dot_f32_portable, dot_int, dot_int_portable, dot_q4_1_portable,
+    IntRows, TOKENS, dot_f32, dot_f32_portable, dot_int, dot_int_portable, dot_q4_1_portable,
     dot_q4_k_portable, dot_q5_0_portable, dot_q6_k_portable, dot_q8_0_portable, dot_raw, raw_dot,
     raw_dot_tokens,
 };
@@ -200,21 +200,29 @@ fn multi_row_kernels_equal_the_single_row_ones_bit_for_bit() {
         let one = raw_dot(format).expect("a multi-row kernel has a single-row one");
         tested += 1;
         for cols in [256usize, 768] {
-            let bytes = random_matrix(format, 1, cols, &mut rng);
+            let weight_rows = 5;
+            let bytes = random_matrix(format, weight_rows, cols, &mut rng);
+            let row_bytes = bytes.len() / weight_rows;
             let rows = 7;
             let x: Vec<f32> = (0..rows * cols).map(|_| 3.0 * rng.float()).collect();
             let acts = QuantizedActs::encode(format.activation(), &x, cols);
-            for t0 in [0, rows - stampo_quant::dot::TOKENS] {
-                let got = many(&bytes, &acts, t0);
-                for (k, v) in got.into_iter().enumerate() {
-                    let want = one(&bytes, &acts, t0 + k);
-                    assert_eq!(
-                        v.to_bits(),
-                        want.to_bits(),
-                        "{format} cols {cols} row {}: {v} vs {want}",
-                        t0 + k
-                    );
+            for t0 in [0, rows - TOKENS] {
+                // One slot more than there are weight rows: it is left as it was.
+                let mut got = vec![[f32::NAN; TOKENS]; weight_rows + 1];
+                many(&bytes, row_bytes, &acts, t0, &mut got);
+                for (i, sums) in got[..weight_rows].iter().enumerate() {
+                    let row = &bytes[i * row_bytes..(i + 1) * row_bytes];
+                    for (k, v) in sums.iter().enumerate() {
+                        let want = one(row, &acts, t0 + k);
+                        assert_eq!(
+                            v.to_bits(),
+                            want.to_bits(),
+                            "{format} cols {cols} weight row {i} row {}: {v} vs {want}",
+                            t0 + k
+                        );
+                    }
                 }
+                assert!(got[weight_rows].iter().all(|v| v.is_nan()));
             }
         }
     }
