@@ -180,30 +180,103 @@ impl FusedOps for Flex {
         up: FloatTensor<Self>,
         gelu: bool,
     ) -> FloatTensor<Self> {
+        let table = gelu.then(gelu_table);
+        let act = |g: f32| match table {
+            // ggml's `x / (1 + e^-x)`.
+            None => g / (1.0 + (-g).exp()),
+            Some(_) if g <= -10.0 => 0.0,
+            Some(_) if g >= 10.0 => g,
+            Some(table) => table[usize::from(f16::from_f32(g).to_bits())],
+        };
+        // The gate and up projections come as two column ranges of one product: their rows
+        // are read where they are, not copied out first.
+        if let (Some(g), Some(u)) = (RowView::of(&gate), RowView::of(&up))
+            && (g.rows, g.cols) == (u.rows, u.cols)
+        {
+            let mut out = Vec::with_capacity(g.rows * g.cols);
+            for r in 0..g.rows {
+                out.extend(g.row(r).iter().zip(u.row(r)).map(|(&g, &u)| act(g) * u));
+            }
+            return tensor(out, vec![g.rows, g.cols]);
+        }
         let (gate, shape) = values(&gate);
         let (up, _) = values(&up);
-        let table = gelu.then(gelu_table);
         let out = slice(&gate)
             .iter()
             .zip(slice(&up))
-            .map(|(&g, &u)| {
-                let a = match table {
-                    // ggml's `x / (1 + e^-x)`.
-                    None => g / (1.0 + (-g).exp()),
-                    Some(_) if g <= -10.0 => 0.0,
-                    Some(_) if g >= 10.0 => g,
-                    Some(table) => table[usize::from(f16::from_f32(g).to_bits())],
-                };
-                a * u
-            })
+            .map(|(&g, &u)| act(g) * u)
             .collect();
         tensor(out, shape)
+    }
+}
+
+/// A 2-D tensor whose rows are each contiguous in its storage (a column range of a wider
+/// tensor, as `narrow` leaves one).
+struct RowView<'a> {
+    storage: &'a [f32],
+    start: usize,
+    stride: usize,
+    rows: usize,
+    cols: usize,
+}
+
+impl<'a> RowView<'a> {
+    fn of(t: &'a FlexTensor) -> Option<Self> {
+        let layout = t.layout();
+        let (&[rows, cols], &[stride, 1]) = (layout.shape().as_slice(), layout.strides()) else {
+            return None;
+        };
+        let stride = usize::try_from(stride).ok()?;
+        let storage = t.storage::<f32>();
+        let start = layout.start_offset();
+        // Every row inside the storage, or the view is not used.
+        let end = match rows {
+            0 => start,
+            _ => start + (rows - 1) * stride + cols,
+        };
+        (stride >= cols && end <= storage.len()).then_some(RowView {
+            storage,
+            start,
+            stride,
+            rows,
+            cols,
+        })
+    }
+
+    fn row(&self, r: usize) -> &'a [f32] {
+        let at = self.start + r * self.stride;
+        &self.storage[at..at + self.cols]
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn gated_reads_column_ranges_in_place() {
+        // A stacked gate-and-up product: 3 tokens, 2 × 5 columns.
+        let values: Vec<f32> = (0..30).map(|i| (i as f32 - 14.5) * 0.7).collect();
+        let both = tensor(values, vec![3, 10]);
+        let (gate, up) = (both.narrow(1, 0, 5), both.narrow(1, 5, 5));
+        assert!(RowView::of(&gate).is_some() && !gate.layout().is_contiguous());
+        for gelu in [false, true] {
+            let got = Flex::fused_gated(gate.clone(), up.clone(), gelu);
+            assert_eq!(got.layout().shape().to_vec(), vec![3, 5]);
+            let got = slice(&got);
+            assert_eq!(got.len(), 15);
+            for (i, &v) in got.iter().enumerate() {
+                let (g, u) = ((i / 5 * 10 + i % 5) as f32, (i / 5 * 10 + i % 5 + 5) as f32);
+                let (g, u) = ((g - 14.5) * 0.7, (u - 14.5) * 0.7);
+                let a = match gelu {
+                    false => g / (1.0 + (-g).exp()),
+                    true if g.abs() >= 10.0 => g.max(0.0),
+                    true => round16(gelu_tanh(round16(g))),
+                };
+                assert_eq!(v.to_bits(), (a * u).to_bits(), "gelu {gelu}, value {i}");
+            }
+        }
+    }
 
     #[test]
     fn gelu_table_holds_the_formula_for_every_f16() {
