@@ -41,38 +41,33 @@ impl QuantizedActs {
         match format {
             ActivationFormat::F32 => out.values = x.to_vec(),
             ActivationFormat::F16 => out.values = x.iter().map(|&v| round_f16(v)).collect(),
-            ActivationFormat::Q8_0 => out.encode_blocks(x, 32, q8_0_block),
+            ActivationFormat::Q8_0 => out.encode_blocks(x, 32, Block::Q8_0),
             ActivationFormat::Q8_1 => {
-                out.encode_blocks(x, 32, q8_0_block);
+                out.encode_blocks(x, 32, Block::Q8_0);
                 out.q8_1_sums(x);
             }
-            ActivationFormat::Q8K => out.encode_blocks(x, 256, q8_k_block),
+            ActivationFormat::Q8K => out.encode_blocks(x, 256, Block::Q8K),
         }
         out
     }
 
-    fn encode_blocks(&mut self, x: &[f32], block: usize, quantize: fn(&[f32], &mut [i8]) -> f32) {
+    fn encode_blocks(&mut self, x: &[f32], block: usize, kind: Block) {
         self.q = vec![0; x.len()];
         self.d = vec![0.0; x.len() / GROUP];
         self.sum = vec![0.0; x.len() / GROUP];
         self.isum = vec![0; x.len() / GROUP];
-        for (b, (xs, qs)) in x
-            .chunks_exact(block)
-            .zip(self.q.chunks_exact_mut(block))
-            .enumerate()
-        {
-            let d = quantize(xs, qs);
-            let groups = block / GROUP;
-            for g in 0..groups {
-                let sum: i32 = qs[g * GROUP..(g + 1) * GROUP]
-                    .iter()
-                    .map(|&v| i32::from(v))
-                    .sum();
-                self.d[b * groups + g] = d;
-                self.sum[b * groups + g] = d * sum as f32;
-                self.isum[b * groups + g] = sum;
-            }
+        let out = Encoded {
+            q: &mut self.q,
+            d: &mut self.d,
+            sum: &mut self.sum,
+            isum: &mut self.isum,
+        };
+        #[cfg(target_arch = "x86_64")]
+        if crate::dot::has_avx2() {
+            // SAFETY: AVX2 and FMA were detected on this CPU at run time.
+            return unsafe { encode_avx2(x, block, kind, out) };
         }
+        encode(x, block, kind, out);
     }
 
     /// ggml's `q8_1` keeps one sum per block of 32: `f16(d · Σq)` with the scale before its
@@ -120,32 +115,128 @@ impl QuantizedActs {
     }
 }
 
-/// `encode(x, q)`, compiled for AVX2 where the CPU has it: the baseline x86-64 target has no
-/// vector rounding instruction, so there each quant is a call to `rintf` (a few percent of a
-/// decode step). `encode` must be `#[inline(always)]`, so that it is compiled into the AVX2 copy.
+/// The block encodings.
+#[derive(Debug, Clone, Copy)]
+enum Block {
+    Q8_0,
+    Q8K,
+}
+
+/// The buffers [`encode`] fills.
+struct Encoded<'a> {
+    q: &'a mut [i8],
+    d: &'a mut [f32],
+    sum: &'a mut [f32],
+    isum: &'a mut [i32],
+}
+
+/// Every block of `x` (`block` values each) encoded as `kind`, with each group's scale and
+/// sums. `#[inline(always)]`, so that [`encode_avx2`] compiles it with AVX2: the baseline
+/// x86-64 target has no vector rounding instruction, so there each quant is a call to `rintf`;
+/// and one call for all the blocks rather than one per block (the encoding of a prefill's
+/// activations was 8% of the calling thread's time, mostly calls and scalar group sums).
 #[inline(always)]
-fn with_vector_rounding(encode: impl Fn(&[f32], &mut [i8]) -> f32, x: &[f32], q: &mut [i8]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if crate::dot::has_avx2() {
-        // SAFETY: AVX2 and FMA were detected on this CPU at run time.
-        return unsafe { in_avx2(encode, x, q) };
+fn encode(x: &[f32], block: usize, kind: Block, out: Encoded) {
+    let groups = block / GROUP;
+    for (b, (xs, qs)) in x
+        .chunks_exact(block)
+        .zip(out.q.chunks_exact_mut(block))
+        .enumerate()
+    {
+        let d = match kind {
+            Block::Q8_0 => q8_0_block_body(xs, qs),
+            Block::Q8K => q8_k_block_body(xs, qs),
+        };
+        for g in 0..groups {
+            let sum: i32 = qs[g * GROUP..(g + 1) * GROUP]
+                .iter()
+                .map(|&v| i32::from(v))
+                .sum();
+            out.d[b * groups + g] = d;
+            out.sum[b * groups + g] = d * sum as f32;
+            out.isum[b * groups + g] = sum;
+        }
     }
-    encode(x, q)
+}
+
+/// [`encode`] with AVX2; `Q8_0` blocks with [`x86::q8_0_block`], which computes what
+/// [`q8_0_block_body`] does eight values at a time (the compiler had left that loop scalar).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn encode_avx2(x: &[f32], block: usize, kind: Block, out: Encoded) {
+    if !matches!(kind, Block::Q8_0) || block != 32 {
+        return encode(x, block, kind, out);
+    }
+    for (b, (xs, qs)) in x
+        .chunks_exact(32)
+        .zip(out.q.chunks_exact_mut(32))
+        .enumerate()
+    {
+        let (d, sums) = x86::q8_0_block(xs, qs);
+        for (g, sum) in sums.into_iter().enumerate() {
+            out.d[2 * b + g] = d;
+            out.sum[2 * b + g] = d * sum as f32;
+            out.isum[2 * b + g] = sum;
+        }
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn in_avx2(encode: impl Fn(&[f32], &mut [i8]) -> f32, x: &[f32], q: &mut [i8]) -> f32 {
-    encode(x, q)
+mod x86 {
+    use std::arch::x86_64::*;
+
+    use crate::format::round_f16;
+
+    /// [`super::q8_0_block_body`] of 32 values (`x` and `q` hold at least 32), and the sums of
+    /// the two groups of 16 quants. The same results for finite values: the maximum and the
+    /// integer sums are exact in any order, and each quant is the same product rounded the
+    /// same way (`x` must hold no NaN: the scalar code maps one to 0, this one to −128).
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn q8_0_block(x: &[f32], q: &mut [i8]) -> (f32, [i32; 2]) {
+        let (x, q) = (&x[..32], &mut q[..32]);
+        // SAFETY: `x` holds 32 values; loads are unaligned.
+        let v: [__m256; 4] =
+            std::array::from_fn(|i| unsafe { _mm256_loadu_ps(x.as_ptr().add(8 * i)) });
+        let abs = |v: __m256| _mm256_andnot_ps(_mm256_set1_ps(-0.0), v);
+        let m = _mm256_max_ps(
+            _mm256_max_ps(abs(v[0]), abs(v[1])),
+            _mm256_max_ps(abs(v[2]), abs(v[3])),
+        );
+        let m = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps::<1>(m));
+        let m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+        let amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_movehdup_ps(m)));
+        let d = amax / 127.0;
+        let id = _mm256_set1_ps(if amax != 0.0 { 127.0 / amax } else { 0.0 });
+        let c: [__m256i; 4] = std::array::from_fn(|i| {
+            let r = _mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(
+                _mm256_mul_ps(v[i], id),
+            );
+            _mm256_cvtps_epi32(r)
+        });
+        let hsum = |v: __m256i| {
+            let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+            let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
+            _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s)))
+        };
+        let sums = [
+            hsum(_mm256_add_epi32(c[0], c[1])),
+            hsum(_mm256_add_epi32(c[2], c[3])),
+        ];
+        // Narrowed with saturation (the quants are within ±127), the lanes put back in order.
+        let bytes = _mm256_packs_epi16(
+            _mm256_packs_epi32(c[0], c[1]),
+            _mm256_packs_epi32(c[2], c[3]),
+        );
+        let bytes = _mm256_permutevar8x32_epi32(bytes, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        // SAFETY: `q` holds 32 bytes; the store is unaligned.
+        unsafe { _mm256_storeu_si256(q.as_mut_ptr().cast(), bytes) };
+        (round_f16(d), sums)
+    }
 }
 
 /// ggml's `quantize_row_q8_0` as its x86 kernels compute it: scale `amax / 127` stored as
 /// `f16`, quants `round(x · 127 / amax)` (not `x / scale`: the two round differently now and
 /// then, and one flipped quant moves a logit by a tenth). Returns the stored scale.
-fn q8_0_block(x: &[f32], q: &mut [i8]) -> f32 {
-    with_vector_rounding(q8_0_block_body, x, q)
-}
-
 #[inline(always)]
 fn q8_0_block_body(x: &[f32], q: &mut [i8]) -> f32 {
     let amax = x.iter().fold(0.0f32, |m, v| m.max(v.abs()));
@@ -158,10 +249,6 @@ fn q8_0_block_body(x: &[f32], q: &mut [i8]) -> f32 {
 }
 
 /// ggml's `quantize_row_q8_K`: the signed value of largest magnitude maps to -127.
-fn q8_k_block(x: &[f32], q: &mut [i8]) -> f32 {
-    with_vector_rounding(q8_k_block_body, x, q)
-}
-
 #[inline(always)]
 fn q8_k_block_body(x: &[f32], q: &mut [i8]) -> f32 {
     let (mut amax, mut max) = (0.0f32, 0.0f32);
@@ -180,4 +267,40 @@ fn q8_k_block_body(x: &[f32], q: &mut [i8]) -> f32 {
         *dst = ((iscale * v).round_ties_even() as i32).min(127) as i8;
     }
     1.0 / iscale
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sample::Rng;
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn the_avx2_q8_0_encoding_is_the_scalar_one() {
+        if !crate::dot::has_avx2() {
+            return;
+        }
+        let mut rng = Rng(7);
+        for scale in [0.0f32, 1e-30, 0.01, 1.0, 3.0, 1e6] {
+            for _ in 0..50 {
+                let mut x: Vec<f32> = (0..32).map(|_| scale * rng.float()).collect();
+                // Ties: a value at the maximum, and halves.
+                x[5] = 2.5 * scale;
+                x[9] = -1.5 * scale;
+                let (mut want, mut got) = ([0i8; 32], [0i8; 32]);
+                let d = q8_0_block_body(&x, &mut want);
+                // SAFETY: AVX2 and FMA were detected above.
+                let (got_d, sums) = unsafe { x86::q8_0_block(&x, &mut got) };
+                assert_eq!(want, got, "scale {scale}");
+                assert_eq!(d.to_bits(), got_d.to_bits());
+                let sum = |g: usize| {
+                    want[16 * g..16 * (g + 1)]
+                        .iter()
+                        .map(|&q| i32::from(q))
+                        .sum()
+                };
+                assert_eq!(sums, [sum(0), sum(1)]);
+            }
+        }
+    }
 }
