@@ -8,9 +8,17 @@
 
 use std::time::Instant;
 
-// The allocator the `stampo` binary uses (see crates/cli/src/main.rs), so the numbers agree.
+// The allocator the `stampo` binary uses, set up the same way (see crates/cli/src/main.rs:
+// freed memory is kept a second before it goes back to the kernel), so the numbers agree.
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn keep_freed_memory_a_while() {
+    // mimalloc.h's `mi_option_purge_delay`, in milliseconds.
+    const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
+    // SAFETY: not thread safe; the first thing `main` does, before any other thread exists.
+    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, 1000) };
+}
 
 use stampo_gguf::Gguf;
 use stampo_model::quant::pool::Pool;
@@ -22,6 +30,7 @@ fn token(i: usize, vocab: usize) -> u32 {
 }
 
 fn main() -> Result<()> {
+    keep_freed_memory_a_while();
     let args: Vec<String> = std::env::args().collect();
     let Some(path) = args.get(1) else {
         eprintln!("usage: bench MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu]");
