@@ -81,36 +81,62 @@ pub fn quant_matmul_stacked(ws: &[QuantMatrix], x: &[f32], tokens: usize, pool: 
             Some(here)
         })
         .collect();
-    let parts = {
-        let (ws, acts, pieces) = (ws.to_vec(), Arc::clone(&acts), pieces.clone());
-        pool.map(
-            pieces.len(),
-            Arc::new(move |i| {
-                let (m, range) = &pieces[i];
-                rows_times_acts(&ws[*m], &acts, tokens, range.clone())
-            }),
-        )
-    };
     let mut out = vec![0.0f32; tokens * total];
-    for ((m, range), part) in pieces.iter().zip(parts) {
-        let (start, len) = (starts[*m] + range.start, range.len());
-        for t in 0..tokens {
-            out[t * total + start..t * total + start + len]
-                .copy_from_slice(&part[t * len..(t + 1) * len]);
-        }
-    }
+    let sink = Arc::new(Output {
+        ptr: out.as_mut_ptr(),
+        len: out.len(),
+        width: total,
+    });
+    let (ws, pieces) = (ws.to_vec(), Arc::new(pieces));
+    pool.map(
+        pieces.len(),
+        Arc::new(move |i| {
+            let (m, range) = &pieces[i];
+            let first = starts[*m] + range.start;
+            rows_times_acts(&ws[*m], &acts, tokens, range.clone(), &sink, first);
+        }),
+    );
+    // `Pool::map` has returned: every piece is written, and none writes any more.
     out
 }
 
-/// Rows `range` of `w` against every activation row: `tokens × range.len()`, row-major.
+/// A product's output, `tokens × width` values, written by the pieces at once: each writes
+/// its own columns of every token's row. They used to return their values for the calling
+/// thread to copy into place, which on two threads left it a copy and the page faults of
+/// every piece's buffer (freed on another thread than it was allocated on) to do alone.
+struct Output {
+    ptr: *mut f32,
+    len: usize,
+    width: usize,
+}
+
+// SAFETY: the pieces write disjoint values (`Output::set`), and the buffer outlives them all:
+// `quant_matmul_stacked` reads it only after `Pool::map` returns, which is after the last
+// piece.
+unsafe impl Send for Output {}
+unsafe impl Sync for Output {}
+
+impl Output {
+    /// Writes the value of token `t`, column `column`.
+    fn set(&self, t: usize, column: usize, value: f32) {
+        let at = t * self.width + column;
+        assert!(at < self.len, "output value {at} of {}", self.len);
+        // SAFETY: `at` is inside the buffer, which is alive (see above), and only the piece
+        // that owns column `column` writes it.
+        unsafe { self.ptr.add(at).write(value) }
+    }
+}
+
+/// Rows `range` of `w` against every activation row, written to columns `first..` of `out`.
 fn rows_times_acts(
     w: &QuantMatrix,
     acts: &QuantizedActs,
     tokens: usize,
     range: std::ops::Range<usize>,
-) -> Vec<f32> {
+    out: &Output,
+    first: usize,
+) {
     let len = range.len();
-    let mut out = vec![0.0f32; tokens * len];
     let mut row = UnpackedRow::default();
     // One look-up of the storage per piece, not per row (it is behind a `dyn`).
     let rb = w.row_bytes();
@@ -125,7 +151,7 @@ fn rows_times_acts(
                 dot_tokens(rows, rb, acts, t, &mut tile);
                 for (i, sums) in tile.iter().enumerate() {
                     for (k, &v) in sums.iter().enumerate() {
-                        out[(t + k) * len + i] = v;
+                        out.set(t + k, first + i, v);
                     }
                 }
                 t += TOKENS;
@@ -133,15 +159,15 @@ fn rows_times_acts(
         }
         for (i, bytes) in rows.chunks_exact(rb.max(1)).enumerate() {
             for t in t..tokens {
-                out[t * len + i] = dot(bytes, acts, t);
+                out.set(t, first + i, dot(bytes, acts, t));
             }
         }
-        return out;
+        return;
     }
     for (i, bytes) in rows.chunks_exact(rb.max(1)).enumerate() {
         unpack_row(w.format, bytes, w.cols, &mut row);
         for t in 0..tokens {
-            out[t * len + i] = match w.format {
+            let value = match w.format {
                 QuantFormat::F32 | QuantFormat::F16 => dot_f32(&row.values, acts.row_values(t)),
                 _ => dot_int(&IntRows {
                     wq: &row.q,
@@ -152,7 +178,7 @@ fn rows_times_acts(
                     xsum: acts.row_sum(t),
                 }),
             };
+            out.set(t, first + i, value);
         }
     }
-    out
 }
