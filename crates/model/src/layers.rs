@@ -278,6 +278,30 @@ impl Attention {
         };
         let pool = crate::quant::pool::Pool::global();
         let runs = (tokens / MIN_RUN).min(2 * pool.threads());
+        let kvh = self.kv_heads;
+        if pool.threads() >= 2 && runs < 2 && kvh >= 2 && start + tokens >= MIN_KEYS {
+            // A decoding step: each kv head (and its query heads) on its own, in turn on the
+            // pool's threads; each the same products a batch of kv heads computes one by one.
+            // SmolLM2 (three kv heads), two threads, decoding at ~1,000 positions: 52–56 →
+            // 63–68 tokens/s; at 64–256 positions 1–2% faster.
+            let group = self.heads / kvh;
+            let one = MatmulAttention {
+                kv_heads: 1,
+                ..heads
+            };
+            let parts = pool.map(
+                kvh,
+                std::sync::Arc::new(move |j| {
+                    one.forward(
+                        q.clone().narrow(1, j * group, group),
+                        keys.clone().narrow(0, j, 1),
+                        values.clone().narrow(0, j, 1),
+                        start,
+                    )
+                }),
+            );
+            return Tensor::cat(parts, 1);
+        }
         if pool.threads() < 2 || runs < 2 {
             return heads.forward(q, keys, values, start);
         }
@@ -301,6 +325,9 @@ impl Attention {
 
 /// Query tokens below which a prefill's attention is not split across threads.
 const MIN_RUN: usize = 16;
+
+/// Keys below which a decoding step's attention is not split across threads.
+const MIN_KEYS: usize = 64;
 
 /// The settings of [`Attention::with_matmuls`], to be sent to the pool's threads.
 #[derive(Debug, Clone, Copy)]
@@ -411,13 +438,61 @@ mod tests {
                 })
                 .collect();
             let split = Tensor::cat(runs, 0);
+            // One kv head (and its three query heads) at a time.
+            let one = MatmulAttention {
+                kv_heads: 1,
+                ..heads
+            };
+            let by_head: Vec<Tensor<2>> = (0..kv_heads)
+                .map(|j| {
+                    let q = q.clone().narrow(1, 3 * j, 3);
+                    let (k, v) = (keys.clone().narrow(0, j, 1), values.clone().narrow(0, j, 1));
+                    one.forward(q, k, v, start)
+                })
+                .collect();
+            let by_head: Vec<f32> = Tensor::cat(by_head, 1)
+                .into_data()
+                .try_to_vec::<f32>()
+                .expect("f32");
             let (whole, split): (Vec<f32>, Vec<f32>) = (
                 whole.into_data().try_to_vec::<f32>().expect("f32"),
                 split.into_data().try_to_vec::<f32>().expect("f32"),
             );
             assert_eq!(whole.len(), tokens * 6 * dim);
-            for (i, (a, b)) in whole.iter().zip(&split).enumerate() {
+            for (i, ((a, b), c)) in whole.iter().zip(&split).zip(&by_head).enumerate() {
                 assert_eq!(a.to_bits(), b.to_bits(), "window {window:?}, value {i}");
+                assert_eq!(
+                    a.to_bits(),
+                    c.to_bits(),
+                    "window {window:?}, value {i} by head"
+                );
+            }
+            // A decoding step (one query token) by kv head.
+            let last = q.clone().narrow(0, tokens - 1, 1);
+            let at = start + tokens - 1;
+            let whole: Vec<f32> = heads
+                .forward(last.clone(), keys.clone(), values.clone(), at)
+                .into_data()
+                .try_to_vec::<f32>()
+                .expect("f32");
+            let by_head: Vec<Tensor<2>> = (0..kv_heads)
+                .map(|j| {
+                    let q = last.clone().narrow(1, 3 * j, 3);
+                    let (k, v) = (keys.clone().narrow(0, j, 1), values.clone().narrow(0, j, 1));
+                    one.forward(q, k, v, at)
+                })
+                .collect();
+            let by_head: Vec<f32> = Tensor::cat(by_head, 1)
+                .into_data()
+                .try_to_vec::<f32>()
+                .expect("f32");
+            assert_eq!(whole.len(), 6 * dim);
+            for (i, (a, b)) in whole.iter().zip(&by_head).enumerate() {
+                assert_eq!(
+                    a.to_bits(),
+                    b.to_bits(),
+                    "window {window:?}, step value {i}"
+                );
             }
         }
     }
