@@ -41,23 +41,22 @@ impl QuantizedActs {
         match format {
             ActivationFormat::F32 => out.values = x.to_vec(),
             ActivationFormat::F16 => out.values = x.iter().map(|&v| round_f16(v)).collect(),
-            ActivationFormat::Q8_0 => out.encode_blocks(x, 32, Block::Q8_0),
+            ActivationFormat::Q8_0 => out.encode_blocks(x, Block::Q8_0),
             ActivationFormat::Q8_1 => {
-                out.encode_blocks(x, 32, Block::Q8_0);
+                out.encode_blocks(x, Block::Q8_0);
                 out.q8_1_sums(x);
             }
-            ActivationFormat::Q8K => out.encode_blocks(x, 256, Block::Q8K),
+            ActivationFormat::Q8K => out.encode_blocks(x, Block::Q8K),
         }
         out
     }
 
-    fn encode_blocks(&mut self, x: &[f32], block: usize, kind: Block) {
+    fn encode_blocks(&mut self, x: &[f32], kind: Block) {
         self.q = vec![0; x.len()];
         self.d = vec![0.0; x.len() / GROUP];
         self.sum = vec![0.0; x.len() / GROUP];
         self.isum = vec![0; x.len() / GROUP];
-        let out = Encoded {
-            q: &mut self.q,
+        let groups = Groups {
             d: &mut self.d,
             sum: &mut self.sum,
             isum: &mut self.isum,
@@ -65,9 +64,9 @@ impl QuantizedActs {
         #[cfg(target_arch = "x86_64")]
         if crate::dot::has_avx2() {
             // SAFETY: AVX2 and FMA were detected on this CPU at run time.
-            return unsafe { encode_avx2(x, block, kind, out) };
+            return unsafe { encode_avx2(x, kind, &mut self.q, groups) };
         }
-        encode(x, block, kind, out);
+        encode(x, kind, &mut self.q, groups);
     }
 
     /// ggml's `q8_1` keeps one sum per block of 32: `f16(d · Σq)` with the scale before its
@@ -118,29 +117,49 @@ impl QuantizedActs {
 /// The block encodings.
 #[derive(Debug, Clone, Copy)]
 enum Block {
+    /// 32 values a block.
     Q8_0,
+    /// 256 values a block.
     Q8K,
 }
 
-/// The buffers [`encode`] fills.
-struct Encoded<'a> {
-    q: &'a mut [i8],
+impl Block {
+    fn len(self) -> usize {
+        match self {
+            Block::Q8_0 => 32,
+            Block::Q8K => 256,
+        }
+    }
+}
+
+/// The per-group buffers of [`QuantizedActs`].
+struct Groups<'a> {
     d: &'a mut [f32],
     sum: &'a mut [f32],
     isum: &'a mut [i32],
 }
 
-/// Every block of `x` (`block` values each) encoded as `kind`, with each group's scale and
+impl Groups<'_> {
+    /// Group `g`'s scale `d` and the sum of its quants.
+    fn set(&mut self, g: usize, d: f32, sum: i32) {
+        self.d[g] = d;
+        self.sum[g] = d * sum as f32;
+        self.isum[g] = sum;
+    }
+}
+
+/// Every block of `x` encoded as `kind` into `q`, with each group's scale and
 /// sums. `#[inline(always)]`, so that [`encode_avx2`] compiles it with AVX2: the baseline
 /// x86-64 target has no vector rounding instruction, so there each quant is a call to `rintf`;
 /// and one call for all the blocks rather than one per block (the encoding of a prefill's
 /// activations was 8% of the calling thread's time, mostly calls and scalar group sums).
 #[inline(always)]
-fn encode(x: &[f32], block: usize, kind: Block, out: Encoded) {
+fn encode(x: &[f32], kind: Block, q: &mut [i8], mut out: Groups) {
+    let block = kind.len();
     let groups = block / GROUP;
     for (b, (xs, qs)) in x
         .chunks_exact(block)
-        .zip(out.q.chunks_exact_mut(block))
+        .zip(q.chunks_exact_mut(block))
         .enumerate()
     {
         let d = match kind {
@@ -152,9 +171,7 @@ fn encode(x: &[f32], block: usize, kind: Block, out: Encoded) {
                 .iter()
                 .map(|&v| i32::from(v))
                 .sum();
-            out.d[b * groups + g] = d;
-            out.sum[b * groups + g] = d * sum as f32;
-            out.isum[b * groups + g] = sum;
+            out.set(b * groups + g, d, sum);
         }
     }
 }
@@ -163,20 +180,14 @@ fn encode(x: &[f32], block: usize, kind: Block, out: Encoded) {
 /// [`q8_0_block_body`] does eight values at a time (the compiler had left that loop scalar).
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-fn encode_avx2(x: &[f32], block: usize, kind: Block, out: Encoded) {
-    if !matches!(kind, Block::Q8_0) || block != 32 {
-        return encode(x, block, kind, out);
+fn encode_avx2(x: &[f32], kind: Block, q: &mut [i8], mut out: Groups) {
+    if !matches!(kind, Block::Q8_0) {
+        return encode(x, kind, q, out);
     }
-    for (b, (xs, qs)) in x
-        .chunks_exact(32)
-        .zip(out.q.chunks_exact_mut(32))
-        .enumerate()
-    {
+    for (b, (xs, qs)) in x.chunks_exact(32).zip(q.chunks_exact_mut(32)).enumerate() {
         let (d, sums) = x86::q8_0_block(xs, qs);
         for (g, sum) in sums.into_iter().enumerate() {
-            out.d[2 * b + g] = d;
-            out.sum[2 * b + g] = d * sum as f32;
-            out.isum[2 * b + g] = sum;
+            out.set(2 * b + g, d, sum);
         }
     }
 }
