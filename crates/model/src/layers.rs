@@ -277,9 +277,9 @@ impl Attention {
             window: self.window,
         };
         let pool = crate::quant::pool::Pool::global();
-        let runs = (tokens / MIN_RUN).min(2 * pool.threads());
+        let runs = pool.runs(tokens, MIN_RUN);
         let kvh = self.kv_heads;
-        if pool.threads() >= 2 && runs < 2 && kvh >= 2 && start + tokens >= MIN_KEYS {
+        if pool.threads() >= 2 && runs.is_none() && kvh >= 2 && start + tokens >= MIN_KEYS {
             // A decoding step: each kv head (and its query heads) on its own, in turn on the
             // pool's threads; each the same products a batch of kv heads computes one by one.
             // SmolLM2 (three kv heads), two threads, decoding at ~1,000 positions: 52–56 →
@@ -302,20 +302,18 @@ impl Attention {
             );
             return Tensor::cat(parts, 1);
         }
-        if pool.threads() < 2 || runs < 2 {
+        let Some(runs) = runs else {
             return heads.forward(q, keys, values, start);
-        }
-        let per = tokens.div_ceil(runs);
+        };
         let parts = pool.map(
-            tokens.div_ceil(per),
+            runs.len(),
             std::sync::Arc::new(move |i| {
-                let from = i * per;
-                let len = per.min(tokens - from);
+                let run = &runs[i];
                 heads.forward(
-                    q.clone().narrow(0, from, len),
+                    q.clone().narrow(0, run.start, run.len()),
                     keys.clone(),
                     values.clone(),
-                    start + from,
+                    start + run.start,
                 )
             }),
         );
@@ -443,23 +441,21 @@ mod tests {
                 kv_heads: 1,
                 ..heads
             };
-            let by_head: Vec<Tensor<2>> = (0..kv_heads)
-                .map(|j| {
-                    let q = q.clone().narrow(1, 3 * j, 3);
-                    let (k, v) = (keys.clone().narrow(0, j, 1), values.clone().narrow(0, j, 1));
-                    one.forward(q, k, v, start)
-                })
-                .collect();
-            let by_head: Vec<f32> = Tensor::cat(by_head, 1)
-                .into_data()
-                .try_to_vec::<f32>()
-                .expect("f32");
-            let (whole, split): (Vec<f32>, Vec<f32>) = (
-                whole.into_data().try_to_vec::<f32>().expect("f32"),
-                split.into_data().try_to_vec::<f32>().expect("f32"),
-            );
+            let by_head = |q: &Tensor<3>, at: usize| {
+                let parts: Vec<Tensor<2>> = (0..kv_heads)
+                    .map(|j| {
+                        let q = q.clone().narrow(1, 3 * j, 3);
+                        let (k, v) = (keys.clone().narrow(0, j, 1), values.clone().narrow(0, j, 1));
+                        one.forward(q, k, v, at)
+                    })
+                    .collect();
+                Tensor::cat(parts, 1)
+            };
+            let data = |t: Tensor<2>| t.into_data().try_to_vec::<f32>().expect("f32");
+            let (whole, split, heads_one_by_one) =
+                (data(whole), data(split), data(by_head(&q, start)));
             assert_eq!(whole.len(), tokens * 6 * dim);
-            for (i, ((a, b), c)) in whole.iter().zip(&split).zip(&by_head).enumerate() {
+            for (i, ((a, b), c)) in whole.iter().zip(&split).zip(&heads_one_by_one).enumerate() {
                 assert_eq!(a.to_bits(), b.to_bits(), "window {window:?}, value {i}");
                 assert_eq!(
                     a.to_bits(),
@@ -470,24 +466,10 @@ mod tests {
             // A decoding step (one query token) by kv head.
             let last = q.clone().narrow(0, tokens - 1, 1);
             let at = start + tokens - 1;
-            let whole: Vec<f32> = heads
-                .forward(last.clone(), keys.clone(), values.clone(), at)
-                .into_data()
-                .try_to_vec::<f32>()
-                .expect("f32");
-            let by_head: Vec<Tensor<2>> = (0..kv_heads)
-                .map(|j| {
-                    let q = last.clone().narrow(1, 3 * j, 3);
-                    let (k, v) = (keys.clone().narrow(0, j, 1), values.clone().narrow(0, j, 1));
-                    one.forward(q, k, v, at)
-                })
-                .collect();
-            let by_head: Vec<f32> = Tensor::cat(by_head, 1)
-                .into_data()
-                .try_to_vec::<f32>()
-                .expect("f32");
+            let whole = data(heads.forward(last.clone(), keys.clone(), values.clone(), at));
+            let heads_one_by_one = data(by_head(&last, at));
             assert_eq!(whole.len(), 6 * dim);
-            for (i, (a, b)) in whole.iter().zip(&by_head).enumerate() {
+            for (i, (a, b)) in whole.iter().zip(&heads_one_by_one).enumerate() {
                 assert_eq!(
                     a.to_bits(),
                     b.to_bits(),

@@ -21,6 +21,7 @@
 
 use std::any::Any;
 use std::cell::Cell;
+use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc::{Receiver, Sender, channel};
@@ -60,6 +61,22 @@ impl Pool {
     /// Threads that work on a job: the caller and the workers.
     pub fn threads(&self) -> usize {
         self.workers.len() + 1
+    }
+
+    /// `0..n` cut into runs for [`Pool::map`], at most two per thread and none shorter than
+    /// `min_run` (but the last); `None` where the caller had better do it all (one thread,
+    /// or too little for two runs).
+    pub fn runs(&self, n: usize, min_run: usize) -> Option<Vec<Range<usize>>> {
+        let runs = (n / min_run.max(1)).min(2 * self.threads());
+        if self.threads() < 2 || runs < 2 {
+            return None;
+        }
+        let per = n.div_ceil(runs);
+        Some(
+            (0..n.div_ceil(per))
+                .map(|i| i * per..((i + 1) * per).min(n))
+                .collect(),
+        )
     }
 }
 
@@ -256,6 +273,15 @@ mod tests {
             let out = pool.map(n, Arc::new(|i| i * i));
             assert_eq!(out, (0..n).map(|i| i * i).collect::<Vec<_>>());
         }
+    }
+
+    #[test]
+    fn runs_cover_the_range_in_order() {
+        let pool = Pool::new(2);
+        assert_eq!(pool.runs(31, 16), None);
+        assert_eq!(pool.runs(32, 16), Some(vec![0..16, 16..32]));
+        assert_eq!(pool.runs(37, 4), Some(vec![0..10, 10..20, 20..30, 30..37]));
+        assert_eq!(Pool::new(1).runs(1000, 16), None);
     }
 
     #[test]

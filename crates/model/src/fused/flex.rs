@@ -189,21 +189,18 @@ impl FusedOps for Flex {
         {
             let (rows, cols) = (g.rows, g.cols);
             let pool = Pool::global();
-            let runs = (rows / MIN_GATED_RUN).min(2 * pool.threads());
-            if pool.threads() < 2 || runs < 2 {
+            let Some(runs) = pool.runs(rows, MIN_GATED_RUN) else {
                 return tensor(gated_rows(&g, &u, 0..rows, gelu), vec![rows, cols]);
-            }
+            };
             // A prefill's rows, in runs on the matmul pool: SiLU's `exp` was a twentieth of
             // the calling thread's time in a two-thread prefill, with the other thread idle
             // (SmolLM2, 256 tokens, two threads, five alternating runs: median 318 → 333
             // tokens/s, ranges 308–323 and 294–338).
-            let per = rows.div_ceil(runs);
             let parts = pool.map(
-                rows.div_ceil(per),
+                runs.len(),
                 Arc::new(move |i| {
-                    let run = i * per..((i + 1) * per).min(rows);
                     match (RowView::of(&gate), RowView::of(&up)) {
-                        (Some(g), Some(u)) => gated_rows(&g, &u, run, gelu),
+                        (Some(g), Some(u)) => gated_rows(&g, &u, runs[i].clone(), gelu),
                         // The same tensors as above: not reached.
                         _ => Vec::new(),
                     }
