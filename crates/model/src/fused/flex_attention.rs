@@ -179,18 +179,29 @@ impl Job {
 
 /// The keys gemm sums in one chain when it multiplies `rows` probability rows by `dim`
 /// value columns over `keys` keys (gemm 0.19, `gemm_basic_generic`): up to 512 for
-/// products of at most 64 × 64, the last chain shorter; else `keys` cut into equal chains of
-/// at most 512 (its `kernel_params`, whose cache-derived depth is below 512 on x86-64 caches
-/// of up to 64 KiB of L1 and takes the floor of 512).
+/// products of at most 64 × 64, the last chain shorter; else `keys` cut into equal chains no
+/// longer than the depth its `kernel_params` derives from the L1 cache for the microkernel
+/// it runs with AVX2 and FMA (16 × 6 `f32`s). That depth differs between CPUs (512 with a
+/// 32 KiB 8-way L1, 1,024 with a 48 KiB 12-way one), so it is asked of gemm, not assumed.
 fn depth_chunk(keys: usize, dim: usize, rows: usize) -> usize {
-    const DEPTH: usize = 512;
+    const SMALL_DEPTH: usize = 512;
+    const GEMM_FMA_MR: usize = 16;
+    const GEMM_FMA_NR: usize = 6;
     if keys == 0 {
         return 1;
     }
     if dim <= 64 && rows <= 64 {
-        keys.min(DEPTH)
+        keys.min(SMALL_DEPTH)
     } else {
-        keys.div_ceil(keys.div_ceil(DEPTH))
+        let params = gemm_common::cache::kernel_params(
+            rows,
+            dim,
+            keys,
+            GEMM_FMA_MR,
+            GEMM_FMA_NR,
+            size_of::<f32>(),
+        );
+        params.kc.max(1)
     }
 }
 
