@@ -270,14 +270,7 @@ impl Attention {
         values: Tensor<3>,
         start: usize,
     ) -> Tensor<2> {
-        let [tokens, _, dim] = q.dims();
-        let group = self.heads / self.kv_heads;
-        if tokens == 1 && fused::flex_attention_applies(group, start + 1, dim) {
-            // A decoding step: read from the caches in place, same results (see
-            // `fused::flex_attention`), where burn's products copied both caches each step.
-            let window = self.window.unwrap_or(0);
-            return fused::attention(q, keys, values, start, window, self.scale);
-        }
+        let [tokens, _, _] = q.dims();
         let heads = MatmulAttention {
             kv_heads: self.kv_heads,
             scale: self.scale,
@@ -291,6 +284,7 @@ impl Attention {
             // pool's threads; each the same products a batch of kv heads computes one by one.
             // SmolLM2 (three kv heads), two threads, decoding at ~1,000 positions: 52–56 →
             // 63–68 tokens/s; at 64–256 positions 1–2% faster.
+            let group = self.heads / kvh;
             let one = MatmulAttention {
                 kv_heads: 1,
                 ..heads
@@ -481,67 +475,6 @@ mod tests {
                     b.to_bits(),
                     "window {window:?}, step value {i}"
                 );
-            }
-        }
-    }
-
-    /// The Flex device's attention against burn's products and softmax, bit for bit: decoding
-    /// steps at contexts on both sides of gemm's 512-key chains, for SmolLM2's, Qwen2.5's and
-    /// Gemma 3's head shapes, with and without a window; and two prefills.
-    #[test]
-    fn flex_attention_equals_the_matmul_path_bit_for_bit() {
-        let device = Device::flex();
-        // (kv heads, query heads, head size, query tokens, start)
-        let cases = [
-            (3, 9, 64, 1, 99),
-            (3, 9, 64, 1, 512),
-            (3, 9, 64, 1, 700),
-            (3, 9, 64, 1, 1100),
-            (2, 14, 64, 1, 300),
-            (2, 14, 64, 1, 1030),
-            (1, 4, 256, 1, 100),
-            (1, 4, 256, 1, 600),
-            (1, 4, 256, 1, 1100),
-            (3, 9, 64, 20, 300),
-            (3, 9, 64, 30, 600),
-        ];
-        for (kv_heads, heads, dim, tokens, start) in cases {
-            if !fused::flex_attention_applies(heads / kv_heads * tokens, start + tokens, dim) {
-                eprintln!("skipped {kv_heads}/{heads}/{dim}: no vector loops on this CPU");
-                continue;
-            }
-            let capacity = start + tokens + 3;
-            let q = tensor3([tokens, heads, dim], 11, &device);
-            let keys = tensor3([kv_heads, capacity, dim], 12, &device);
-            let values = tensor3([kv_heads, capacity, dim], 13, &device);
-            for window in [None, Some(300)] {
-                let scale = 1.0 / (dim as f32).sqrt();
-                let by_matmuls = MatmulAttention {
-                    kv_heads,
-                    scale,
-                    window,
-                }
-                .forward(q.clone(), keys.clone(), values.clone(), start);
-                let fused = fused::attention(
-                    q.clone(),
-                    keys.clone(),
-                    values.clone(),
-                    start,
-                    window.unwrap_or(0),
-                    scale,
-                );
-                let data = |t: Tensor<2>| t.into_data().try_to_vec::<f32>().expect("f32");
-                let (want, got) = (data(by_matmuls), data(fused));
-                assert_eq!(want.len(), tokens * heads * dim);
-                assert_eq!(got.len(), want.len());
-                for (i, (a, b)) in want.iter().zip(&got).enumerate() {
-                    assert_eq!(
-                        a.to_bits(),
-                        b.to_bits(),
-                        "{kv_heads}/{heads}/{dim}, {tokens} at {start}, window {window:?}, \
-                         value {i}: {a} != {b}"
-                    );
-                }
             }
         }
     }

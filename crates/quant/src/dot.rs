@@ -362,9 +362,8 @@ pub fn dot_q6_k_portable(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
     total
 }
 
-/// Whether the CPU has AVX2 and FMA (the x86-64 kernels' requirement), detected once.
 #[cfg(target_arch = "x86_64")]
-pub fn has_avx2() -> bool {
+pub(crate) fn has_avx2() -> bool {
     use std::sync::OnceLock;
     static AVX2: OnceLock<bool> = OnceLock::new();
     *AVX2.get_or_init(|| {

@@ -17,9 +17,6 @@ mod cube;
 #[cfg(feature = "wgpu")]
 mod cube_attention;
 mod flex;
-mod flex_attention;
-
-pub use flex_attention::flex_attention_applies;
 
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, backend_extension};
@@ -135,6 +132,7 @@ pub fn cache_write(
 }
 
 /// See [`FusedAttention::fused_attention`].
+#[cfg(feature = "wgpu")]
 pub fn attention(
     q: Tensor<3>,
     keys: Tensor<3>,
@@ -155,12 +153,11 @@ pub fn attention(
     )
 }
 
-/// Attention as one kernel on the wgpu device; on the CPU, loops that read the cache in place
-/// with the summation order of burn's matrix products (see `flex_attention`), whose agreement
-/// with llama.cpp the fidelity tests measured (a loop summing in another order moved two
-/// teacher-forced steps past llama.cpp's own count). The CPU's model code calls it only where
-/// [`flex_attention_applies`].
-#[backend_extension(Flex, Cube: cfg(feature = "wgpu"))]
+/// Attention as one kernel, on the wgpu device only: on the CPU, burn's matrix products
+/// keep the summation order whose agreement with llama.cpp the fidelity tests measured (a
+/// loop summing in another order moved two teacher-forced steps past llama.cpp's own count).
+#[cfg(feature = "wgpu")]
+#[backend_extension(Cube)]
 pub trait FusedAttention: Backend {
     /// Causal grouped-query attention of `q` (`[tokens, heads, head_dim]`, positions
     /// `start..`) over the cached `keys` and `values` (`[kv_heads, capacity, head_dim]`),
