@@ -8,7 +8,9 @@
 use std::sync::Arc;
 
 use crate::act::QuantizedActs;
-use crate::dot::{IntRows, TOKENS, dot_f32, dot_int, raw_dot, raw_dot_tokens};
+use crate::dot::{
+    IntRows, Q5_0Octets, TOKENS, dot_f32, dot_int, q5_0_octet_dot, raw_dot, raw_dot_tokens,
+};
 use crate::format::QuantFormat;
 use crate::pool::Pool;
 use crate::unpack::{UnpackedRow, unpack_row};
@@ -56,15 +58,13 @@ pub fn quant_matmul_stacked(ws: &[QuantMatrix], x: &[f32], tokens: usize, pool: 
     let Some(first) = ws.first() else {
         return Vec::new();
     };
-    let acts = Arc::new(QuantizedActs::encode(
-        first.format.activation(),
-        x,
-        first.cols,
-    ));
+    let acts = Arc::new(QuantizedActs::encode(first.format, x, first.cols));
     // Pieces of about 32K weights: small enough that a worker waking late still finds some,
     // large enough that taking one costs nothing beside computing it. A piece holds rows of
-    // one matrix.
-    let per = (32_768 / first.cols.max(1)).clamp(8, 1 << 20);
+    // one matrix, a multiple of eight of them (see `Q5_0Octets`).
+    let per = (32_768 / first.cols.max(1))
+        .clamp(8, 1 << 20)
+        .next_multiple_of(8);
     let pieces: Vec<(usize, std::ops::Range<usize>)> = ws
         .iter()
         .enumerate()
@@ -127,6 +127,10 @@ impl Output {
     }
 }
 
+/// From how many activation rows a Q5_0 product repacks its weight rows (`Q5_0Octets`):
+/// packing a row costs about what eight activation rows cost it the other way.
+const OCTET_TOKENS: usize = 16;
+
 /// Rows `range` of `w` against every activation row, written to columns `first..` of `out`.
 fn rows_times_acts(
     w: &QuantMatrix,
@@ -141,6 +145,28 @@ fn rows_times_acts(
     // One look-up of the storage per piece, not per row (it is behind a `dyn`).
     let rb = w.row_bytes();
     let rows = w.rows(range);
+    if w.format == QuantFormat::Q5_0
+        && tokens >= OCTET_TOKENS
+        && let Some(octet_dot) = q5_0_octet_dot()
+    {
+        thread_local! {
+            // Each thread's packing, its buffers kept from one piece to the next.
+            static PACKED: std::cell::RefCell<Q5_0Octets> =
+                const { std::cell::RefCell::new(Q5_0Octets::new()) };
+        }
+        PACKED.with_borrow_mut(|packed| {
+            packed.pack(rows, rb);
+            for octet in 0..packed.octets() {
+                for t in 0..tokens {
+                    let sums = octet_dot(packed, octet, acts, t);
+                    for (r, &v) in sums.iter().enumerate().take(len - 8 * octet) {
+                        out.set(t, first + 8 * octet + r, v);
+                    }
+                }
+            }
+        });
+        return;
+    }
     if let Some(dot) = raw_dot(w.format) {
         let mut t = 0;
         if let Some(dot_tokens) = raw_dot_tokens(w.format) {

@@ -13,9 +13,9 @@ use stampo_gguf::{GgmlType, dequantize_to_vec};
 use stampo_quant::QuantFormat;
 use stampo_quant::act::QuantizedActs;
 use stampo_quant::dot::{
-    IntRows, TOKENS, dot_f32, dot_f32_portable, dot_int, dot_int_portable, dot_q4_1_portable,
-    dot_q4_k_portable, dot_q5_0_portable, dot_q6_k_portable, dot_q8_0_portable, dot_raw, raw_dot,
-    raw_dot_tokens,
+    IntRows, Q5_0Octets, TOKENS, dot_f32, dot_f32_portable, dot_int, dot_int_portable,
+    dot_q4_1_portable, dot_q4_k_portable, dot_q5_0_portable, dot_q6_k_portable, dot_q8_0_portable,
+    dot_raw, q5_0_octet_dot, raw_dot, raw_dot_tokens,
 };
 use stampo_quant::matmul::{QuantMatrix, quant_matmul};
 use stampo_quant::pool::Pool;
@@ -61,7 +61,7 @@ fn simd_dot_equals_the_portable_kernel() {
         for cols in [256usize, 768] {
             let bytes = random_matrix(format, 1, cols, &mut rng);
             let x: Vec<f32> = (0..cols).map(|_| 3.0 * rng.float()).collect();
-            let acts = QuantizedActs::encode(format.activation(), &x, cols);
+            let acts = QuantizedActs::encode(format, &x, cols);
             let mut row = UnpackedRow::default();
             unpack_row(format, &bytes, cols, &mut row);
             let (fast, slow) = match format {
@@ -99,7 +99,7 @@ fn fused_kernels_equal_the_portable_kernel() {
         for cols in [256usize, 768] {
             let bytes = random_matrix(format, 1, cols, &mut rng);
             let x: Vec<f32> = (0..cols).map(|_| 3.0 * rng.float()).collect();
-            let acts = QuantizedActs::encode(format.activation(), &x, cols);
+            let acts = QuantizedActs::encode(format, &x, cols);
             let Some(fast) = dot_raw(format, &bytes, &acts, 0) else {
                 continue;
             };
@@ -205,7 +205,7 @@ fn multi_row_kernels_equal_the_single_row_ones_bit_for_bit() {
             let row_bytes = bytes.len() / weight_rows;
             let rows = 7;
             let x: Vec<f32> = (0..rows * cols).map(|_| 3.0 * rng.float()).collect();
-            let acts = QuantizedActs::encode(format.activation(), &x, cols);
+            let acts = QuantizedActs::encode(format, &x, cols);
             for t0 in [0, rows - TOKENS] {
                 // One slot more than there are weight rows: it is left as it was.
                 let mut got = vec![[f32::NAN; TOKENS]; weight_rows + 1];
@@ -232,5 +232,54 @@ fn multi_row_kernels_equal_the_single_row_ones_bit_for_bit() {
             tested, 5,
             "Q8_0, Q4_1, Q5_0, Q4_K and Q6_K have multi-row kernels with AVX2"
         );
+    }
+}
+
+/// The Q5_0 kernel over weight rows repacked eight at a time gives each row's single-row
+/// result bit for bit: a count of rows that leaves the last octet partly padding, and
+/// activation rows with one large value (the others round to ±127 and 0).
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn q5_0_octet_kernel_equals_the_single_row_one_bit_for_bit() {
+    let Some(octet_dot) = q5_0_octet_dot() else {
+        println!("SKIPPED: no octet kernel on this CPU");
+        return;
+    };
+    let one = raw_dot(QuantFormat::Q5_0).expect("Q5_0 has a single-row kernel");
+    let mut rng = Rng(5);
+    let mut packed = Q5_0Octets::new();
+    for (weight_rows, cols) in [(13usize, 64usize), (8, 896), (21, 640)] {
+        let bytes = random_matrix(QuantFormat::Q5_0, weight_rows, cols, &mut rng);
+        let row_bytes = bytes.len() / weight_rows;
+        let rows = 3;
+        let x: Vec<f32> = (0..rows * cols)
+            .map(|i| {
+                if i % 29 == 0 {
+                    500.0
+                } else {
+                    3.0 * rng.float() - 1.5
+                }
+            })
+            .collect();
+        let acts = QuantizedActs::encode(QuantFormat::Q5_0, &x, cols);
+        packed.pack(&bytes, row_bytes);
+        assert_eq!(packed.octets(), weight_rows.div_ceil(8));
+        for octet in 0..packed.octets() {
+            for t in 0..rows {
+                let got = octet_dot(&packed, octet, &acts, t);
+                for (r, v) in got.iter().enumerate() {
+                    let i = 8 * octet + r;
+                    let want = match bytes.get(i * row_bytes..(i + 1) * row_bytes) {
+                        Some(row) => one(row, &acts, t),
+                        None => 0.0,
+                    };
+                    assert_eq!(
+                        v.to_bits(),
+                        want.to_bits(),
+                        "{weight_rows} × {cols}: weight row {i} activation row {t}: {v} vs {want}"
+                    );
+                }
+            }
+        }
     }
 }
