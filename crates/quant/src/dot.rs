@@ -209,96 +209,6 @@ pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
     None
 }
 
-/// Q5_0 weight rows repacked eight at a time for [`q5_0_octet_dot`], the product of a piece of
-/// weight rows with many activation rows (a prefill).
-///
-/// Each block of eight rows is 8 × 32 bytes: vector `l` holds values `4l…4l+3` of every row
-/// (row `r` in bytes `4r…4r+3`) as unsigned 5-bit values `w + 16`, so one `vpdpbusd` with four
-/// broadcast activation quants gives lane `r` the four products of row `r`, eight rows at
-/// once; with the weights as stored each row needs its own unpacking, signs and horizontal
-/// sum. The lanes are the very integers the row-by-row kernel sums in its lane `l`, each
-/// accumulated into its own vector, so every result is that kernel's bit for bit.
-pub struct Q5_0Octets {
-    /// Blocks per row.
-    blocks: usize,
-    /// `[octet][block][l]`: 32 bytes each.
-    values: Vec<[u8; 32]>,
-    /// `[octet][block]`: the eight rows' scales.
-    scales: Vec<[f32; 8]>,
-}
-
-impl Default for Q5_0Octets {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl Q5_0Octets {
-    /// An empty packing, to [`Q5_0Octets::pack`] into.
-    pub const fn new() -> Self {
-        Q5_0Octets {
-            blocks: 0,
-            values: Vec::new(),
-            scales: Vec::new(),
-        }
-    }
-
-    /// Packs `rows` (Q5_0 rows of `row_bytes` each, the last octet padded with zero rows),
-    /// reusing this packing's buffers.
-    pub fn pack(&mut self, rows: &[u8], row_bytes: usize) {
-        let blocks = row_bytes / 22;
-        let count = rows.len() / row_bytes.max(1);
-        let octets = count.div_ceil(8);
-        self.blocks = blocks;
-        self.values.clear();
-        self.values.resize(octets * blocks * 8, [0; 32]);
-        self.scales.clear();
-        self.scales.resize(octets * blocks, [0.0; 8]);
-        let f16 = f16_table();
-        for (i, row) in rows.chunks_exact(row_bytes.max(1)).enumerate() {
-            let (octet, r) = (i / 8, i % 8);
-            for (b, block) in row.chunks_exact(22).take(blocks).enumerate() {
-                let at = octet * blocks + b;
-                self.scales[at][r] = f16_at(f16, block, 0);
-                let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
-                let mut u = [0u8; 32];
-                for (j, &byte) in block[6..22].iter().enumerate() {
-                    u[j] = byte & 0x0F | (((qh >> j) & 1) as u8) << 4;
-                    u[j + 16] = byte >> 4 | (((qh >> (j + 16)) & 1) as u8) << 4;
-                }
-                for (l, four) in u.chunks_exact(4).enumerate() {
-                    self.values[8 * at + l][4 * r..4 * r + 4].copy_from_slice(four);
-                }
-            }
-        }
-    }
-
-    /// How many octets of rows are packed.
-    pub fn octets(&self) -> usize {
-        self.scales.len() / self.blocks.max(1)
-    }
-}
-
-/// Octet `octet` of `w` times activation row `t`: the eight rows' results, each bit for bit
-/// the [`raw_dot`] of that row (padding rows give 0).
-pub type Q5_0OctetDot =
-    fn(w: &Q5_0Octets, octet: usize, acts: &QuantizedActs, t: usize) -> [f32; 8];
-
-/// The octet kernel on this CPU, where there is one (AVX2 or AVX-VNNI).
-pub fn q5_0_octet_dot() -> Option<Q5_0OctetDot> {
-    #[cfg(target_arch = "x86_64")]
-    if has_avx2() {
-        // SAFETY (both): AVX2 and FMA were detected on this CPU at run time, and AVX-VNNI
-        // where `has_vnni` says so.
-        return Some(if has_vnni() {
-            |w, o, a, t| unsafe { x86::vnni::dot_q5_0_octet(w, o, a, t) }
-        } else {
-            |w, o, a, t| unsafe { x86::avx2::dot_q5_0_octet(w, o, a, t) }
-        });
-    }
-    None
-}
-
 /// `row · x` for activation row `t` with the fused kernel of `format` ([`raw_dot`]).
 pub fn dot_raw(format: QuantFormat, row: &[u8], acts: &QuantizedActs, t: usize) -> Option<f32> {
     raw_dot(format).map(|dot| dot(row, acts, t))
@@ -464,14 +374,14 @@ pub(crate) fn has_avx2() -> bool {
 /// AVX-VNNI (the 256-bit `vpdpbusd`), besides AVX2 and FMA. Never AMX: this VM advertises it
 /// and faults on it.
 #[cfg(target_arch = "x86_64")]
-fn has_vnni() -> bool {
+pub(crate) fn has_vnni() -> bool {
     use std::sync::OnceLock;
     static VNNI: OnceLock<bool> = OnceLock::new();
     *VNNI.get_or_init(|| has_avx2() && std::arch::is_x86_feature_detected!("avxvnni"))
 }
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::{GROUP, IntRows};
     use crate::act::{Q5_0Block, QuantizedActs};
     use crate::format::{f16_at, f16_table};
@@ -555,7 +465,7 @@ mod x86 {
     /// never reach: `a` is a nibble, a 5-bit value or a magnitude of at most 128 and `b` an
     /// activation rounded to −127…127, so a pair is at most 2·128·127 = 32,512 in size.
     #[target_feature(enable = "avx2")]
-    fn mul_sum_madd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+    pub(crate) fn mul_sum_madd(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
         _mm256_add_epi32(
             acc,
             _mm256_madd_epi16(_mm256_maddubs_epi16(a, b), _mm256_set1_epi16(1)),
@@ -565,7 +475,7 @@ mod x86 {
     /// The same sums in one AVX-VNNI instruction (`vpdpbusd`), as ggml uses where the CPU has
     /// it; the integers are identical, so the results are bit for bit those of `avx2`.
     #[target_feature(enable = "avx2,avxvnni")]
-    fn mul_sum_vnni(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+    pub(crate) fn mul_sum_vnni(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
         _mm256_dpbusd_avx_epi32(acc, a, b)
     }
 
@@ -755,57 +665,6 @@ mod x86 {
                     }
                 }
                 std::array::from_fn(|k| hsum(acc[k]))
-            }
-
-            /// See [`super::Q5_0Octets`]: eight rows against activation row `t`. Vector `l`'s
-            /// products go to accumulator `l`, as lane `l` of [`dot_q5_0_rows`] does, and the
-            /// eight accumulators are added in the order of its horizontal sum.
-            #[target_feature(enable = $features)]
-            pub(in crate::dot) fn dot_q5_0_octet(
-                w: &super::super::Q5_0Octets,
-                octet: usize,
-                acts: &QuantizedActs,
-                t: usize,
-            ) -> [f32; 8] {
-                let x = acts.row_q5_0_blocks(t);
-                let d = acts.row_d(t);
-                let blocks = w.blocks.min(x.len()).min(d.len() / 2);
-                let first = octet * w.blocks;
-                let (values, scales) = (
-                    &w.values[8 * first..8 * (first + blocks)],
-                    &w.scales[first..first + blocks],
-                );
-                let mut acc = [_mm256_setzero_ps(); 8];
-                for (b, ((v, dw), x)) in values.chunks_exact(8).zip(scales).zip(x).enumerate() {
-                    // SAFETY: `dw` holds 8 scales, `d` holds `2 b` (`b < blocks`); unaligned.
-                    let scale = unsafe {
-                        _mm256_mul_ps(
-                            _mm256_loadu_ps(dw.as_ptr()),
-                            _mm256_set1_ps(*d.get_unchecked(2 * b)),
-                        )
-                    };
-                    for (l, acc) in acc.iter_mut().enumerate() {
-                        let four = i32::from_le_bytes([
-                            x.q[4 * l] as u8,
-                            x.q[4 * l + 1] as u8,
-                            x.q[4 * l + 2] as u8,
-                            x.q[4 * l + 3] as u8,
-                        ]);
-                        // SAFETY: `v[l]` holds 32 bytes; unaligned load.
-                        let wl = unsafe { _mm256_loadu_si256(v[l].as_ptr().cast()) };
-                        let sums =
-                            $mul_sum(_mm256_set1_epi32(x.offsets[l]), wl, _mm256_set1_epi32(four));
-                        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, *acc);
-                    }
-                }
-                let total = _mm256_add_ps(
-                    _mm256_add_ps(_mm256_add_ps(acc[0], acc[4]), _mm256_add_ps(acc[2], acc[6])),
-                    _mm256_add_ps(_mm256_add_ps(acc[1], acc[5]), _mm256_add_ps(acc[3], acc[7])),
-                );
-                let mut out = [0.0f32; 8];
-                // SAFETY: `out` holds 8 values; unaligned store.
-                unsafe { _mm256_storeu_ps(out.as_mut_ptr(), total) };
-                out
             }
 
             over_rows!(dot_q8_0_tile, $features, dot_q8_0_rows);

@@ -16,6 +16,7 @@ pub mod act;
 pub mod dot;
 pub mod format;
 pub mod matmul;
+pub mod octet;
 pub mod pool;
 pub mod sample;
 pub mod unpack;

@@ -8,10 +8,9 @@
 use std::sync::Arc;
 
 use crate::act::QuantizedActs;
-use crate::dot::{
-    IntRows, Q5_0Octets, TOKENS, dot_f32, dot_int, q5_0_octet_dot, raw_dot, raw_dot_tokens,
-};
+use crate::dot::{IntRows, TOKENS, dot_f32, dot_int, raw_dot, raw_dot_tokens};
 use crate::format::QuantFormat;
+use crate::octet::{RowOctets, octet_dot};
 use crate::pool::Pool;
 use crate::unpack::{UnpackedRow, unpack_row};
 
@@ -61,7 +60,7 @@ pub fn quant_matmul_stacked(ws: &[QuantMatrix], x: &[f32], tokens: usize, pool: 
     let acts = Arc::new(QuantizedActs::encode(first.format, x, first.cols));
     // Pieces of about 32K weights: small enough that a worker waking late still finds some,
     // large enough that taking one costs nothing beside computing it. A piece holds rows of
-    // one matrix, a multiple of eight of them (see `Q5_0Octets`).
+    // one matrix, a multiple of eight of them (see `RowOctets`).
     let per = (32_768 / first.cols.max(1))
         .clamp(8, 1 << 20)
         .next_multiple_of(8);
@@ -127,8 +126,9 @@ impl Output {
     }
 }
 
-/// From how many activation rows a Q5_0 product repacks its weight rows (`Q5_0Octets`):
-/// packing a row costs about what eight activation rows cost it the other way.
+/// From how many activation rows a product repacks its weight rows eight at a time, where
+/// the format has an octet kernel (`crate::octet`): packing a row costs about what eight
+/// activation rows cost it the other way.
 const OCTET_TOKENS: usize = 16;
 
 /// Rows `range` of `w` against every activation row, written to columns `first..` of `out`.
@@ -145,20 +145,21 @@ fn rows_times_acts(
     // One look-up of the storage per piece, not per row (it is behind a `dyn`).
     let rb = w.row_bytes();
     let rows = w.rows(range);
-    if w.format == QuantFormat::Q5_0
-        && tokens >= OCTET_TOKENS
-        && let Some(octet_dot) = q5_0_octet_dot()
+    if tokens >= OCTET_TOKENS
+        && let Some(dot) = octet_dot(w.format)
     {
         thread_local! {
             // Each thread's packing, its buffers kept from one piece to the next.
-            static PACKED: std::cell::RefCell<Q5_0Octets> =
-                const { std::cell::RefCell::new(Q5_0Octets::new()) };
+            static PACKED: std::cell::RefCell<RowOctets> =
+                const { std::cell::RefCell::new(RowOctets::new()) };
         }
         PACKED.with_borrow_mut(|packed| {
-            packed.pack(rows, rb);
+            packed.pack(w.format, rows, rb);
+            // Octets outside, activation rows inside: an octet's packed rows stay in the
+            // L1 cache while every activation row passes over them.
             for octet in 0..packed.octets() {
                 for t in 0..tokens {
-                    let sums = octet_dot(packed, octet, acts, t);
+                    let sums = dot(packed, octet, acts, t);
                     for (r, &v) in sums.iter().enumerate().take(len - 8 * octet) {
                         out.set(t, first + 8 * octet + r, v);
                     }

@@ -13,11 +13,12 @@ use stampo_gguf::{GgmlType, dequantize_to_vec};
 use stampo_quant::QuantFormat;
 use stampo_quant::act::QuantizedActs;
 use stampo_quant::dot::{
-    IntRows, Q5_0Octets, TOKENS, dot_f32, dot_f32_portable, dot_int, dot_int_portable,
-    dot_q4_1_portable, dot_q4_k_portable, dot_q5_0_portable, dot_q6_k_portable, dot_q8_0_portable,
-    dot_raw, q5_0_octet_dot, raw_dot, raw_dot_tokens,
+    IntRows, TOKENS, dot_f32, dot_f32_portable, dot_int, dot_int_portable, dot_q4_1_portable,
+    dot_q4_k_portable, dot_q5_0_portable, dot_q6_k_portable, dot_q8_0_portable, dot_raw, raw_dot,
+    raw_dot_tokens,
 };
 use stampo_quant::matmul::{QuantMatrix, quant_matmul};
+use stampo_quant::octet::{RowOctets, octet_dot};
 use stampo_quant::pool::Pool;
 use stampo_quant::sample::{Rng, random_matrix};
 use stampo_quant::unpack::{UnpackedRow, dequantize_row, unpack_row};
@@ -235,51 +236,63 @@ fn multi_row_kernels_equal_the_single_row_ones_bit_for_bit() {
     }
 }
 
-/// The Q5_0 kernel over weight rows repacked eight at a time gives each row's single-row
-/// result bit for bit: a count of rows that leaves the last octet partly padding, and
-/// activation rows with one large value (the others round to ±127 and 0).
+/// The kernels over weight rows repacked eight at a time give each row's single-row result
+/// bit for bit: counts of rows that leave the last octet partly padding, and activation rows
+/// with one large value (the others round to ±127 and 0).
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
-fn q5_0_octet_kernel_equals_the_single_row_one_bit_for_bit() {
-    let Some(octet_dot) = q5_0_octet_dot() else {
-        println!("SKIPPED: no octet kernel on this CPU");
-        return;
-    };
-    let one = raw_dot(QuantFormat::Q5_0).expect("Q5_0 has a single-row kernel");
+fn octet_kernels_equal_the_single_row_ones_bit_for_bit() {
     let mut rng = Rng(5);
-    let mut packed = Q5_0Octets::new();
-    for (weight_rows, cols) in [(13usize, 64usize), (8, 896), (21, 640)] {
-        let bytes = random_matrix(QuantFormat::Q5_0, weight_rows, cols, &mut rng);
-        let row_bytes = bytes.len() / weight_rows;
-        let rows = 3;
-        let x: Vec<f32> = (0..rows * cols)
-            .map(|i| {
-                if i % 29 == 0 {
-                    500.0
-                } else {
-                    3.0 * rng.float() - 1.5
-                }
-            })
-            .collect();
-        let acts = QuantizedActs::encode(QuantFormat::Q5_0, &x, cols);
-        packed.pack(&bytes, row_bytes);
-        assert_eq!(packed.octets(), weight_rows.div_ceil(8));
-        for octet in 0..packed.octets() {
-            for t in 0..rows {
-                let got = octet_dot(&packed, octet, &acts, t);
-                for (r, v) in got.iter().enumerate() {
-                    let i = 8 * octet + r;
-                    let want = match bytes.get(i * row_bytes..(i + 1) * row_bytes) {
-                        Some(row) => one(row, &acts, t),
-                        None => 0.0,
-                    };
-                    assert_eq!(
-                        v.to_bits(),
-                        want.to_bits(),
-                        "{weight_rows} × {cols}: weight row {i} activation row {t}: {v} vs {want}"
-                    );
+    let mut packed = RowOctets::new();
+    let mut tested = Vec::new();
+    for format in QuantFormat::ALL {
+        let Some(octet) = octet_dot(format) else {
+            continue;
+        };
+        tested.push(format);
+        let one = raw_dot(format).expect("an octet kernel has a single-row one");
+        for (weight_rows, cols) in [(13usize, 64usize), (8, 896), (21, 640)] {
+            let bytes = random_matrix(format, weight_rows, cols, &mut rng);
+            let row_bytes = bytes.len() / weight_rows;
+            let rows = 3;
+            let x: Vec<f32> = (0..rows * cols)
+                .map(|i| {
+                    if i % 29 == 0 {
+                        500.0
+                    } else {
+                        3.0 * rng.float() - 1.5
+                    }
+                })
+                .collect();
+            let acts = QuantizedActs::encode(format, &x, cols);
+            packed.pack(format, &bytes, row_bytes);
+            assert_eq!(packed.octets(), weight_rows.div_ceil(8));
+            for o in 0..packed.octets() {
+                for t in 0..rows {
+                    let got = octet(&packed, o, &acts, t);
+                    for (r, v) in got.iter().enumerate() {
+                        let i = 8 * o + r;
+                        let want = match bytes.get(i * row_bytes..(i + 1) * row_bytes) {
+                            Some(row) => one(row, &acts, t),
+                            None => 0.0,
+                        };
+                        assert_eq!(
+                            v.to_bits(),
+                            want.to_bits(),
+                            "{format} {weight_rows} × {cols}: weight row {i} activation row {t}: {v} vs {want}"
+                        );
+                    }
                 }
             }
         }
+    }
+    println!("octet kernels tested: {tested:?}");
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
+        assert_eq!(
+            tested,
+            [QuantFormat::Q4_1, QuantFormat::Q5_0],
+            "Q4_1 and Q5_0 have octet kernels with AVX2"
+        );
     }
 }
