@@ -136,6 +136,11 @@ pub fn raw_dot(format: QuantFormat) -> Option<RawDot> {
         QuantFormat::Q4_1 => {
             Some(|r, a, t| wasm::dot_q4_1_simd128(r, a.row_q(t), a.row_d(t), a.row_sum(t)))
         }
+        QuantFormat::Q5_0 => Some(|r, a, t| wasm::dot_q5_0_simd128(r, a.row_q(t), a.row_d(t))),
+        QuantFormat::Q4K => {
+            Some(|r, a, t| wasm::dot_q4_k_simd128(r, a.row_q(t), a.row_d(t), a.row_isum(t)))
+        }
+        QuantFormat::Q6K => Some(|r, a, t| wasm::dot_q6_k_simd128(r, a.row_q(t), a.row_d(t))),
         _ => portable_raw_dot(format),
     };
     #[allow(unreachable_code)]
@@ -965,6 +970,155 @@ mod wasm {
             mins += mw * (s[0] + s[1]);
         }
         hsum(acc) + mins
+    }
+
+    /// The four `i32` lanes of `v` added (exactly: the callers' sums fit).
+    fn hsum_i32(v: v128) -> i32 {
+        i32x4_extract_lane::<0>(v)
+            + i32x4_extract_lane::<1>(v)
+            + i32x4_extract_lane::<2>(v)
+            + i32x4_extract_lane::<3>(v)
+    }
+
+    /// [`super::dot_q5_0_portable`] with the block's products in `i32` lanes: the same exact
+    /// integer a block, scaled the same way, so the same result bit for bit. The fifth bits
+    /// are spread to bytes with a swizzle of the four `qh` bytes and a test of one bit each.
+    pub(super) fn dot_q5_0_simd128(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+        let f16 = f16_table();
+        let low = u8x16_splat(0x0F);
+        let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+        let pick_lo = u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+        let pick_hi = u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+        let (fifth, sixteen) = (u8x16_splat(0x10), i8x16_splat(16));
+        let mut total = 0.0f32;
+        for ((block, x), d) in row
+            .chunks_exact(22)
+            .zip(xq.chunks_exact(32))
+            .zip(xd.chunks_exact(2))
+        {
+            let qh = u32x4_splat(u32::from_le_bytes([block[2], block[3], block[4], block[5]]));
+            // 0x10 where value j's fifth bit is set.
+            let high = |pick: v128| {
+                let set = u8x16_ne(v128_and(i8x16_swizzle(qh, pick), bit), u8x16_splat(0));
+                v128_and(set, fifth)
+            };
+            // SAFETY: `block[6..]` holds 16 bytes and `x` 32.
+            let (packed, x0, x1) = unsafe { (load16(&block[6..]), load16(x), load16(&x[16..])) };
+            let w_lo = i8x16_sub(v128_or(v128_and(packed, low), high(pick_lo)), sixteen);
+            let w_hi = i8x16_sub(v128_or(u8x16_shr(packed, 4), high(pick_hi)), sixteen);
+            let isum = hsum_i32(i32x4_add(dot_i8x16(w_lo, x0), dot_i8x16(w_hi, x1)));
+            total += f16_at(f16, block, 0) * d[0] * isum as f32;
+        }
+        total
+    }
+
+    /// [`super::dot_q4_k_portable`] with the products in `i32` lanes, each chunk's weighted by
+    /// its 6-bit scales there, and the mins against the activations' group sums (`isum`):
+    /// the same exact integers a block, so the same result bit for bit.
+    pub(super) fn dot_q4_k_simd128(row: &[u8], xq: &[i8], xd: &[f32], isum: &[i32]) -> f32 {
+        let f16 = f16_table();
+        let low = u8x16_splat(0x0F);
+        let mut total = 0.0f32;
+        for (((block, x), xd), s) in row
+            .chunks_exact(144)
+            .zip(xq.chunks_exact(256))
+            .zip(xd.chunks_exact(256 / GROUP))
+            .zip(isum.chunks_exact(256 / GROUP))
+        {
+            let packed = &block[4..16];
+            let mut sumi = i32x4_splat(0);
+            let mut summ = 0i32;
+            for chunk in 0..4 {
+                let (sc_lo, m_lo) = super::scale_min_k4(2 * chunk, packed);
+                let (sc_hi, m_hi) = super::scale_min_k4(2 * chunk + 1, packed);
+                let q = &block[16 + 32 * chunk..48 + 32 * chunk];
+                let x = &x[64 * chunk..64 * chunk + 64];
+                // SAFETY: `q` holds 32 bytes and `x` 64.
+                let (q0, q1, x0, x1, x2, x3) = unsafe {
+                    (
+                        load16(q),
+                        load16(&q[16..]),
+                        load16(x),
+                        load16(&x[16..]),
+                        load16(&x[32..]),
+                        load16(&x[48..]),
+                    )
+                };
+                let lo = i32x4_add(
+                    dot_i8x16(v128_and(q0, low), x0),
+                    dot_i8x16(v128_and(q1, low), x1),
+                );
+                let hi = i32x4_add(
+                    dot_i8x16(u8x16_shr(q0, 4), x2),
+                    dot_i8x16(u8x16_shr(q1, 4), x3),
+                );
+                sumi = i32x4_add(
+                    sumi,
+                    i32x4_add(
+                        i32x4_mul(lo, i32x4_splat(i32::from(sc_lo))),
+                        i32x4_mul(hi, i32x4_splat(i32::from(sc_hi))),
+                    ),
+                );
+                let g = 4 * chunk;
+                summ +=
+                    i32::from(m_lo) * (s[g] + s[g + 1]) + i32::from(m_hi) * (s[g + 2] + s[g + 3]);
+            }
+            let d = f16_at(f16, block, 0) * xd[0];
+            let dmin = f16_at(f16, block, 2) * xd[0];
+            total += d * hsum_i32(sumi) as f32 - dmin * summ as f32;
+        }
+        total
+    }
+
+    /// [`super::dot_q6_k_portable`] with the products in `i32` lanes, each group of 16
+    /// weighted by its scale there: the same exact integer a block, so the same result bit
+    /// for bit.
+    pub(super) fn dot_q6_k_simd128(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+        let f16 = f16_table();
+        let (low, two) = (u8x16_splat(0x0F), u8x16_splat(0x03));
+        let thirty_two = i8x16_splat(32);
+        let mut total = 0.0f32;
+        for ((block, x), xd) in row
+            .chunks_exact(210)
+            .zip(xq.chunks_exact(256))
+            .zip(xd.chunks_exact(256 / GROUP))
+        {
+            let mut sumi = i32x4_splat(0);
+            for half in 0..2 {
+                let ql = &block[64 * half..64 * half + 64];
+                let qh = &block[128 + 32 * half..160 + 32 * half];
+                let sc = &block[192 + 8 * half..200 + 8 * half];
+                let x = &x[128 * half..128 * half + 128];
+                for g in 0..2 {
+                    // SAFETY: `ql` holds 64 bytes and `qh` 32, so 16 from each offset here.
+                    let (l0, l1, h) = unsafe {
+                        (
+                            load16(&ql[16 * g..]),
+                            load16(&ql[32 + 16 * g..]),
+                            load16(&qh[16 * g..]),
+                        )
+                    };
+                    // Values `32 k + 16 g …`: nibbles of `l0`, `l1`, then their high halves,
+                    // with bit pair `k` of `h`.
+                    let nibbles = [
+                        v128_and(l0, low),
+                        v128_and(l1, low),
+                        u8x16_shr(l0, 4),
+                        u8x16_shr(l1, 4),
+                    ];
+                    for (k, nibble) in nibbles.into_iter().enumerate() {
+                        let pair = v128_and(u8x16_shr(h, 2 * k as u32), two);
+                        let w = i8x16_sub(v128_or(nibble, i8x16_shl(pair, 4)), thirty_two);
+                        // SAFETY: `x` holds 128 values, so 16 from `32 k + 16 g`.
+                        let xs = unsafe { load16(&x[32 * k + 16 * g..]) };
+                        let scale = i32::from(sc[2 * k + g] as i8);
+                        sumi = i32x4_add(sumi, i32x4_mul(dot_i8x16(w, xs), i32x4_splat(scale)));
+                    }
+                }
+            }
+            total += f16_at(f16, block, 208) * xd[0] * hsum_i32(sumi) as f32;
+        }
+        total
     }
 
     /// Four accumulators of four lanes.

@@ -296,3 +296,40 @@ fn octet_kernels_equal_the_single_row_ones_bit_for_bit() {
         );
     }
 }
+
+/// In wasm the `simd128` Q5_0, Q4_K and Q6_K kernels give the portable loops' results bit for
+/// bit (the same exact integer per block, scaled the same way), so they change no number the
+/// browser computed before them. (On x86-64 the AVX2 kernels sum in lanes: the tolerance of
+/// `fused_kernels_equal_the_portable_kernel` applies.)
+#[cfg(target_arch = "wasm32")]
+#[wasm_bindgen_test::wasm_bindgen_test]
+fn simd128_kernels_equal_the_portable_loops_bit_for_bit() {
+    let mut rng = Rng(13);
+    for format in [QuantFormat::Q5_0, QuantFormat::Q4K, QuantFormat::Q6K] {
+        for cols in [256usize, 768] {
+            let bytes = random_matrix(format, 1, cols, &mut rng);
+            let x: Vec<f32> = (0..cols)
+                .map(|i| {
+                    if i % 31 == 0 {
+                        90.0
+                    } else {
+                        3.0 * rng.float() - 1.5
+                    }
+                })
+                .collect();
+            let acts = QuantizedActs::encode(format, &x, cols);
+            let fast = dot_raw(format, &bytes, &acts, 0).expect("a fused kernel");
+            let (q, d) = (acts.row_q(0), acts.row_d(0));
+            let slow = match format {
+                QuantFormat::Q5_0 => dot_q5_0_portable(&bytes, q, d),
+                QuantFormat::Q4K => dot_q4_k_portable(&bytes, q, d),
+                _ => dot_q6_k_portable(&bytes, q, d),
+            };
+            assert_eq!(
+                fast.to_bits(),
+                slow.to_bits(),
+                "{format} cols {cols}: {fast} vs {slow}"
+            );
+        }
+    }
+}
