@@ -34,7 +34,7 @@ pub fn dot_int(rows: &IntRows<'_>) -> f32 {
         return unsafe { x86::dot_int_avx2(rows) };
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    return wasm::dot_int_simd128(rows);
+    return crate::simd128::dot_int(rows);
     #[allow(unreachable_code)]
     dot_int_portable(rows)
 }
@@ -48,7 +48,7 @@ pub fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
         return unsafe { x86::dot_f32_avx2(w, x) };
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    return wasm::dot_f32_simd128(w, x);
+    return crate::simd128::dot_f32(w, x);
     #[allow(unreachable_code)]
     dot_f32_portable(w, x)
 }
@@ -131,18 +131,21 @@ pub fn raw_dot(format: QuantFormat) -> Option<RawDot> {
         };
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    return match format {
-        QuantFormat::Q8_0 => Some(|r, a, t| wasm::dot_q8_0_simd128(r, a.row_q(t), a.row_d(t))),
-        QuantFormat::Q4_1 => {
-            Some(|r, a, t| wasm::dot_q4_1_simd128(r, a.row_q(t), a.row_d(t), a.row_sum(t)))
-        }
-        QuantFormat::Q5_0 => Some(|r, a, t| wasm::dot_q5_0_simd128(r, a.row_q(t), a.row_d(t))),
-        QuantFormat::Q4K => {
-            Some(|r, a, t| wasm::dot_q4_k_simd128(r, a.row_q(t), a.row_d(t), a.row_isum(t)))
-        }
-        QuantFormat::Q6K => Some(|r, a, t| wasm::dot_q6_k_simd128(r, a.row_q(t), a.row_d(t))),
-        _ => portable_raw_dot(format),
-    };
+    {
+        use crate::simd128;
+        return match format {
+            QuantFormat::Q8_0 => Some(|r, a, t| simd128::dot_q8_0(r, a.row_q(t), a.row_d(t))),
+            QuantFormat::Q4_1 => {
+                Some(|r, a, t| simd128::dot_q4_1(r, a.row_q(t), a.row_d(t), a.row_sum(t)))
+            }
+            QuantFormat::Q5_0 => Some(|r, a, t| simd128::dot_q5_0(r, a.row_q(t), a.row_d(t))),
+            QuantFormat::Q4K => {
+                Some(|r, a, t| simd128::dot_q4_k(r, a.row_q(t), a.row_d(t), a.row_isum(t)))
+            }
+            QuantFormat::Q6K => Some(|r, a, t| simd128::dot_q6_k::<1>(r, a, t)[0]),
+            _ => portable_raw_dot(format),
+        };
+    }
     #[allow(unreachable_code)]
     portable_raw_dot(format)
 }
@@ -177,9 +180,9 @@ pub const TOKENS: usize = 4;
 pub type RawDotTokens =
     fn(rows: &[u8], row_bytes: usize, acts: &QuantizedActs, t0: usize, out: &mut [[f32; TOKENS]]);
 
-/// The multi-row fused kernel for `format` on this CPU, where there is one (AVX2 or AVX-VNNI:
-/// Q8_0, Q4_1, Q5_0, Q4_K, Q6_K); each of its results is bit for bit the [`raw_dot`] of the
-/// same weight row and activation row.
+/// The multi-row fused kernel for `format` on this CPU, where there is one (AVX2 or AVX-VNNI
+/// on x86-64: Q8_0, Q4_1, Q5_0, Q4_K, Q6_K; `simd128` in wasm: Q6_K); each of its results is
+/// bit for bit the [`raw_dot`] of the same weight row and activation row.
 pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
@@ -210,8 +213,35 @@ pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
             _ => None,
         };
     }
-    let _ = format;
-    None
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        use crate::simd128;
+        return match format {
+            QuantFormat::Q6K => Some(|r, n, a, t, o| tile(r, n, a, t, o, simd128::dot_q6_k)),
+            _ => None,
+        };
+    }
+    #[allow(unreachable_code)]
+    {
+        let _ = format;
+        None
+    }
+}
+
+/// A multi-row `kernel` over every weight row of a piece (see [`RawDotTokens`]).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+#[inline(always)]
+fn tile(
+    rows: &[u8],
+    row_bytes: usize,
+    acts: &QuantizedActs,
+    t0: usize,
+    out: &mut [[f32; TOKENS]],
+    kernel: fn(&[u8], &QuantizedActs, usize) -> [f32; TOKENS],
+) {
+    for (row, o) in rows.chunks_exact(row_bytes.max(1)).zip(out.iter_mut()) {
+        *o = kernel(row, acts, t0);
+    }
 }
 
 /// `row · x` for activation row `t` with the fused kernel of `format` ([`raw_dot`]).
@@ -864,281 +894,6 @@ pub(crate) mod x86 {
             i += 16;
         }
         let mut total = hsum(_mm256_add_ps(acc0, acc1));
-        while i < n {
-            total += w[i] * x[i];
-            i += 1;
-        }
-        total
-    }
-}
-
-/// The `simd128` kernels of the browser build. Products of 8-bit values are widened to 16
-/// bits and summed in pairs into 32-bit lanes (`i32x4.dot_i16x8_s`), which cannot overflow
-/// for 16 products of values within ±128; each block's sum is scaled in `f32` lanes.
-#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-mod wasm {
-    use super::{GROUP, IntRows};
-    use crate::format::{f16_at, f16_table};
-    use core::arch::wasm32::*;
-
-    fn hsum(v: v128) -> f32 {
-        f32x4_extract_lane::<0>(v)
-            + f32x4_extract_lane::<1>(v)
-            + f32x4_extract_lane::<2>(v)
-            + f32x4_extract_lane::<3>(v)
-    }
-
-    /// Loads 16 bytes.
-    ///
-    /// # Safety
-    /// `s` must hold at least 16 bytes.
-    unsafe fn load16<T>(s: &[T]) -> v128 {
-        debug_assert!(std::mem::size_of_val(s) >= 16);
-        // SAFETY: the caller guarantees 16 readable bytes; v128 loads need no alignment.
-        unsafe { v128_load(s.as_ptr().cast()) }
-    }
-
-    /// `Σ a[i]·b[i]` over 16 signed bytes each, in four `i32` lanes.
-    fn dot_i8x16(a: v128, b: v128) -> v128 {
-        i32x4_add(
-            i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), i16x8_extend_low_i8x16(b)),
-            i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), i16x8_extend_high_i8x16(b)),
-        )
-    }
-
-    pub(super) fn dot_int_simd128(rows: &IntRows<'_>) -> f32 {
-        let groups = rows.wq.len() / GROUP;
-        let mut acc = f32x4_splat(0.0);
-        for g in 0..groups {
-            let at = g * GROUP;
-            // SAFETY: both slices hold `groups * GROUP` values, so 16 from `at`.
-            let (w, x) = unsafe { (load16(&rows.wq[at..]), load16(&rows.xq[at..])) };
-            let sums = f32x4_convert_i32x4(dot_i8x16(w, x));
-            let scale = f32x4_splat(rows.wscale[g] * rows.xd[g]);
-            acc = f32x4_add(acc, f32x4_mul(sums, scale));
-        }
-        hsum(acc) + dot_f32_simd128(rows.woffset, rows.xsum)
-    }
-
-    pub(super) fn dot_q8_0_simd128(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
-        let f16 = f16_table();
-        let mut acc = f32x4_splat(0.0);
-        for ((block, x), d) in row
-            .chunks_exact(34)
-            .zip(xq.chunks_exact(32))
-            .zip(xd.chunks_exact(2))
-        {
-            // SAFETY: `block[2..]` and `x` hold 32 bytes each.
-            let sums = unsafe {
-                i32x4_add(
-                    dot_i8x16(load16(&block[2..]), load16(x)),
-                    dot_i8x16(load16(&block[18..]), load16(&x[16..])),
-                )
-            };
-            let scale = f16_at(f16, block, 0) * d[0];
-            acc = f32x4_add(
-                acc,
-                f32x4_mul(f32x4_convert_i32x4(sums), f32x4_splat(scale)),
-            );
-        }
-        hsum(acc)
-    }
-
-    pub(super) fn dot_q4_1_simd128(row: &[u8], xq: &[i8], xd: &[f32], xsum: &[f32]) -> f32 {
-        let f16 = f16_table();
-        let low = u8x16_splat(0x0F);
-        let mut acc = f32x4_splat(0.0);
-        let mut mins = 0.0f32;
-        for (((block, x), d), s) in row
-            .chunks_exact(20)
-            .zip(xq.chunks_exact(32))
-            .zip(xd.chunks_exact(2))
-            .zip(xsum.chunks_exact(2))
-        {
-            // SAFETY: `block[4..]` holds 16 bytes and `x` 32.
-            let (packed, x0, x1) = unsafe { (load16(&block[4..]), load16(x), load16(&x[16..])) };
-            // Nibbles 0–15 are the same as signed or unsigned bytes.
-            let lo = v128_and(packed, low);
-            let hi = u8x16_shr(packed, 4);
-            let sums = i32x4_add(dot_i8x16(lo, x0), dot_i8x16(hi, x1));
-            let dw = f16_at(f16, block, 0);
-            let mw = f16_at(f16, block, 2);
-            acc = f32x4_add(
-                acc,
-                f32x4_mul(f32x4_convert_i32x4(sums), f32x4_splat(dw * d[0])),
-            );
-            mins += mw * (s[0] + s[1]);
-        }
-        hsum(acc) + mins
-    }
-
-    /// The four `i32` lanes of `v` added (exactly: the callers' sums fit).
-    fn hsum_i32(v: v128) -> i32 {
-        i32x4_extract_lane::<0>(v)
-            + i32x4_extract_lane::<1>(v)
-            + i32x4_extract_lane::<2>(v)
-            + i32x4_extract_lane::<3>(v)
-    }
-
-    /// [`super::dot_q5_0_portable`] with the block's products in `i32` lanes: the same exact
-    /// integer a block, scaled the same way, so the same result bit for bit. The fifth bits
-    /// are spread to bytes with a swizzle of the four `qh` bytes and a test of one bit each.
-    pub(super) fn dot_q5_0_simd128(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
-        let f16 = f16_table();
-        let low = u8x16_splat(0x0F);
-        let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-        let pick_lo = u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-        let pick_hi = u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-        let (fifth, sixteen) = (u8x16_splat(0x10), i8x16_splat(16));
-        let mut total = 0.0f32;
-        for ((block, x), d) in row
-            .chunks_exact(22)
-            .zip(xq.chunks_exact(32))
-            .zip(xd.chunks_exact(2))
-        {
-            let qh = u32x4_splat(u32::from_le_bytes([block[2], block[3], block[4], block[5]]));
-            // 0x10 where value j's fifth bit is set.
-            let high = |pick: v128| {
-                let set = u8x16_ne(v128_and(i8x16_swizzle(qh, pick), bit), u8x16_splat(0));
-                v128_and(set, fifth)
-            };
-            // SAFETY: `block[6..]` holds 16 bytes and `x` 32.
-            let (packed, x0, x1) = unsafe { (load16(&block[6..]), load16(x), load16(&x[16..])) };
-            let w_lo = i8x16_sub(v128_or(v128_and(packed, low), high(pick_lo)), sixteen);
-            let w_hi = i8x16_sub(v128_or(u8x16_shr(packed, 4), high(pick_hi)), sixteen);
-            let isum = hsum_i32(i32x4_add(dot_i8x16(w_lo, x0), dot_i8x16(w_hi, x1)));
-            total += f16_at(f16, block, 0) * d[0] * isum as f32;
-        }
-        total
-    }
-
-    /// [`super::dot_q4_k_portable`] with the products in `i32` lanes, each chunk's weighted by
-    /// its 6-bit scales there, and the mins against the activations' group sums (`isum`):
-    /// the same exact integers a block, so the same result bit for bit.
-    pub(super) fn dot_q4_k_simd128(row: &[u8], xq: &[i8], xd: &[f32], isum: &[i32]) -> f32 {
-        let f16 = f16_table();
-        let low = u8x16_splat(0x0F);
-        let mut total = 0.0f32;
-        for (((block, x), xd), s) in row
-            .chunks_exact(144)
-            .zip(xq.chunks_exact(256))
-            .zip(xd.chunks_exact(256 / GROUP))
-            .zip(isum.chunks_exact(256 / GROUP))
-        {
-            let packed = &block[4..16];
-            let mut sumi = i32x4_splat(0);
-            let mut summ = 0i32;
-            for chunk in 0..4 {
-                let (sc_lo, m_lo) = super::scale_min_k4(2 * chunk, packed);
-                let (sc_hi, m_hi) = super::scale_min_k4(2 * chunk + 1, packed);
-                let q = &block[16 + 32 * chunk..48 + 32 * chunk];
-                let x = &x[64 * chunk..64 * chunk + 64];
-                // SAFETY: `q` holds 32 bytes and `x` 64.
-                let (q0, q1, x0, x1, x2, x3) = unsafe {
-                    (
-                        load16(q),
-                        load16(&q[16..]),
-                        load16(x),
-                        load16(&x[16..]),
-                        load16(&x[32..]),
-                        load16(&x[48..]),
-                    )
-                };
-                let lo = i32x4_add(
-                    dot_i8x16(v128_and(q0, low), x0),
-                    dot_i8x16(v128_and(q1, low), x1),
-                );
-                let hi = i32x4_add(
-                    dot_i8x16(u8x16_shr(q0, 4), x2),
-                    dot_i8x16(u8x16_shr(q1, 4), x3),
-                );
-                sumi = i32x4_add(
-                    sumi,
-                    i32x4_add(
-                        i32x4_mul(lo, i32x4_splat(i32::from(sc_lo))),
-                        i32x4_mul(hi, i32x4_splat(i32::from(sc_hi))),
-                    ),
-                );
-                let g = 4 * chunk;
-                summ +=
-                    i32::from(m_lo) * (s[g] + s[g + 1]) + i32::from(m_hi) * (s[g + 2] + s[g + 3]);
-            }
-            let d = f16_at(f16, block, 0) * xd[0];
-            let dmin = f16_at(f16, block, 2) * xd[0];
-            total += d * hsum_i32(sumi) as f32 - dmin * summ as f32;
-        }
-        total
-    }
-
-    /// [`super::dot_q6_k_portable`] with the products in `i32` lanes, each group of 16
-    /// weighted by its scale there: the same exact integer a block, so the same result bit
-    /// for bit.
-    pub(super) fn dot_q6_k_simd128(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
-        let f16 = f16_table();
-        let (low, two) = (u8x16_splat(0x0F), u8x16_splat(0x03));
-        let thirty_two = i8x16_splat(32);
-        let mut total = 0.0f32;
-        for ((block, x), xd) in row
-            .chunks_exact(210)
-            .zip(xq.chunks_exact(256))
-            .zip(xd.chunks_exact(256 / GROUP))
-        {
-            let mut sumi = i32x4_splat(0);
-            for half in 0..2 {
-                let ql = &block[64 * half..64 * half + 64];
-                let qh = &block[128 + 32 * half..160 + 32 * half];
-                let sc = &block[192 + 8 * half..200 + 8 * half];
-                let x = &x[128 * half..128 * half + 128];
-                for g in 0..2 {
-                    // SAFETY: `ql` holds 64 bytes and `qh` 32, so 16 from each offset here.
-                    let (l0, l1, h) = unsafe {
-                        (
-                            load16(&ql[16 * g..]),
-                            load16(&ql[32 + 16 * g..]),
-                            load16(&qh[16 * g..]),
-                        )
-                    };
-                    // Values `32 k + 16 g …`: nibbles of `l0`, `l1`, then their high halves,
-                    // with bit pair `k` of `h`.
-                    let nibbles = [
-                        v128_and(l0, low),
-                        v128_and(l1, low),
-                        u8x16_shr(l0, 4),
-                        u8x16_shr(l1, 4),
-                    ];
-                    for (k, nibble) in nibbles.into_iter().enumerate() {
-                        let pair = v128_and(u8x16_shr(h, 2 * k as u32), two);
-                        let w = i8x16_sub(v128_or(nibble, i8x16_shl(pair, 4)), thirty_two);
-                        // SAFETY: `x` holds 128 values, so 16 from `32 k + 16 g`.
-                        let xs = unsafe { load16(&x[32 * k + 16 * g..]) };
-                        let scale = i32::from(sc[2 * k + g] as i8);
-                        sumi = i32x4_add(sumi, i32x4_mul(dot_i8x16(w, xs), i32x4_splat(scale)));
-                    }
-                }
-            }
-            total += f16_at(f16, block, 208) * xd[0] * hsum_i32(sumi) as f32;
-        }
-        total
-    }
-
-    /// Four accumulators of four lanes.
-    pub(super) fn dot_f32_simd128(w: &[f32], x: &[f32]) -> f32 {
-        let n = w.len().min(x.len());
-        let mut acc = [f32x4_splat(0.0); 4];
-        let mut i = 0;
-        while i + 16 <= n {
-            for (k, a) in acc.iter_mut().enumerate() {
-                let at = i + 4 * k;
-                // SAFETY: `at + 4 <= n` floats are in both slices.
-                let (a_w, a_x) = unsafe { (load16(&w[at..at + 4]), load16(&x[at..at + 4])) };
-                *a = f32x4_add(*a, f32x4_mul(a_w, a_x));
-            }
-            i += 16;
-        }
-        let mut total = hsum(f32x4_add(
-            f32x4_add(acc[0], acc[1]),
-            f32x4_add(acc[2], acc[3]),
-        ));
         while i < n {
             total += w[i] * x[i];
             i += 1;

@@ -1,0 +1,319 @@
+//! The `simd128` kernels of the browser build. Products of 8-bit values are widened to 16
+//! bits and summed in pairs into 32-bit lanes (`i32x4.dot_i16x8_s`), which cannot overflow
+//! for 16 products of values within ±128. Q8_0 and Q4_1 scale each block's lanes in `f32`;
+//! Q5_0, Q4_K and Q6_K sum each block to the exact integer the portable loops of
+//! [`crate::dot`] form and scale it the same way, so their results are those loops' bit for
+//! bit.
+//!
+//! Only Q6_K has a kernel over several activation rows (a prefill): unpacking its six-bit
+//! values is most of its work. For the others, written the same way, V8 ran the prefill no
+//! faster and the single row slower than these iterator loops (see bench/README.md).
+
+use crate::act::QuantizedActs;
+use crate::dot::IntRows;
+use crate::format::{f16_at, f16_table};
+use crate::unpack::{GROUP, scale_min_k4};
+use core::arch::wasm32::*;
+
+fn hsum(v: v128) -> f32 {
+    f32x4_extract_lane::<0>(v)
+        + f32x4_extract_lane::<1>(v)
+        + f32x4_extract_lane::<2>(v)
+        + f32x4_extract_lane::<3>(v)
+}
+
+/// Loads 16 bytes.
+///
+/// # Safety
+/// `s` must hold at least 16 bytes.
+unsafe fn load16<T>(s: &[T]) -> v128 {
+    debug_assert!(std::mem::size_of_val(s) >= 16);
+    // SAFETY: the caller guarantees 16 readable bytes; v128 loads need no alignment.
+    unsafe { v128_load(s.as_ptr().cast()) }
+}
+
+/// `Σ a[i]·b[i]` over 16 signed bytes each, in four `i32` lanes.
+fn dot_i8x16(a: v128, b: v128) -> v128 {
+    i32x4_add(
+        i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), i16x8_extend_low_i8x16(b)),
+        i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), i16x8_extend_high_i8x16(b)),
+    )
+}
+
+pub(crate) fn dot_int(rows: &IntRows<'_>) -> f32 {
+    let groups = rows.wq.len() / GROUP;
+    let mut acc = f32x4_splat(0.0);
+    for g in 0..groups {
+        let at = g * GROUP;
+        // SAFETY: both slices hold `groups * GROUP` values, so 16 from `at`.
+        let (w, x) = unsafe { (load16(&rows.wq[at..]), load16(&rows.xq[at..])) };
+        let sums = f32x4_convert_i32x4(dot_i8x16(w, x));
+        let scale = f32x4_splat(rows.wscale[g] * rows.xd[g]);
+        acc = f32x4_add(acc, f32x4_mul(sums, scale));
+    }
+    hsum(acc) + dot_f32(rows.woffset, rows.xsum)
+}
+
+pub(crate) fn dot_q8_0(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+    let f16 = f16_table();
+    let mut acc = f32x4_splat(0.0);
+    for ((block, x), d) in row
+        .chunks_exact(34)
+        .zip(xq.chunks_exact(32))
+        .zip(xd.chunks_exact(2))
+    {
+        // SAFETY: `block[2..]` and `x` hold 32 bytes each.
+        let sums = unsafe {
+            i32x4_add(
+                dot_i8x16(load16(&block[2..]), load16(x)),
+                dot_i8x16(load16(&block[18..]), load16(&x[16..])),
+            )
+        };
+        let scale = f16_at(f16, block, 0) * d[0];
+        acc = f32x4_add(
+            acc,
+            f32x4_mul(f32x4_convert_i32x4(sums), f32x4_splat(scale)),
+        );
+    }
+    hsum(acc)
+}
+
+pub(crate) fn dot_q4_1(row: &[u8], xq: &[i8], xd: &[f32], xsum: &[f32]) -> f32 {
+    let f16 = f16_table();
+    let low = u8x16_splat(0x0F);
+    let mut acc = f32x4_splat(0.0);
+    let mut mins = 0.0f32;
+    for (((block, x), d), s) in row
+        .chunks_exact(20)
+        .zip(xq.chunks_exact(32))
+        .zip(xd.chunks_exact(2))
+        .zip(xsum.chunks_exact(2))
+    {
+        // SAFETY: `block[4..]` holds 16 bytes and `x` 32.
+        let (packed, x0, x1) = unsafe { (load16(&block[4..]), load16(x), load16(&x[16..])) };
+        // Nibbles 0–15 are the same as signed or unsigned bytes.
+        let lo = v128_and(packed, low);
+        let hi = u8x16_shr(packed, 4);
+        let sums = i32x4_add(dot_i8x16(lo, x0), dot_i8x16(hi, x1));
+        let dw = f16_at(f16, block, 0);
+        let mw = f16_at(f16, block, 2);
+        acc = f32x4_add(
+            acc,
+            f32x4_mul(f32x4_convert_i32x4(sums), f32x4_splat(dw * d[0])),
+        );
+        mins += mw * (s[0] + s[1]);
+    }
+    hsum(acc) + mins
+}
+
+/// The four `i32` lanes of `v` added (exactly: the callers' sums fit).
+fn hsum_i32(v: v128) -> i32 {
+    i32x4_extract_lane::<0>(v)
+        + i32x4_extract_lane::<1>(v)
+        + i32x4_extract_lane::<2>(v)
+        + i32x4_extract_lane::<3>(v)
+}
+
+/// [`crate::dot::dot_q5_0_portable`] with the block's products in `i32` lanes: the same exact
+/// integer a block, scaled the same way, so the same result bit for bit. The fifth bits
+/// are spread to bytes with a swizzle of the four `qh` bytes and a test of one bit each.
+pub(crate) fn dot_q5_0(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+    let f16 = f16_table();
+    let low = u8x16_splat(0x0F);
+    let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    let pick_lo = u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    let pick_hi = u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    let (fifth, sixteen) = (u8x16_splat(0x10), i8x16_splat(16));
+    let mut total = 0.0f32;
+    for ((block, x), d) in row
+        .chunks_exact(22)
+        .zip(xq.chunks_exact(32))
+        .zip(xd.chunks_exact(2))
+    {
+        let qh = u32x4_splat(u32::from_le_bytes([block[2], block[3], block[4], block[5]]));
+        // 0x10 where value j's fifth bit is set.
+        let high = |pick: v128| {
+            let set = u8x16_ne(v128_and(i8x16_swizzle(qh, pick), bit), u8x16_splat(0));
+            v128_and(set, fifth)
+        };
+        // SAFETY: `block[6..]` holds 16 bytes and `x` 32.
+        let (packed, x0, x1) = unsafe { (load16(&block[6..]), load16(x), load16(&x[16..])) };
+        let w_lo = i8x16_sub(v128_or(v128_and(packed, low), high(pick_lo)), sixteen);
+        let w_hi = i8x16_sub(v128_or(u8x16_shr(packed, 4), high(pick_hi)), sixteen);
+        let isum = hsum_i32(i32x4_add(dot_i8x16(w_lo, x0), dot_i8x16(w_hi, x1)));
+        total += f16_at(f16, block, 0) * d[0] * isum as f32;
+    }
+    total
+}
+
+/// [`crate::dot::dot_q4_k_portable`] with the products in `i32` lanes, each chunk's weighted by
+/// its 6-bit scales there, and the mins against the activations' group sums (`isum`):
+/// the same exact integers a block, so the same result bit for bit.
+pub(crate) fn dot_q4_k(row: &[u8], xq: &[i8], xd: &[f32], isum: &[i32]) -> f32 {
+    let f16 = f16_table();
+    let low = u8x16_splat(0x0F);
+    let mut total = 0.0f32;
+    for (((block, x), xd), s) in row
+        .chunks_exact(144)
+        .zip(xq.chunks_exact(256))
+        .zip(xd.chunks_exact(256 / GROUP))
+        .zip(isum.chunks_exact(256 / GROUP))
+    {
+        let packed = &block[4..16];
+        let mut sumi = i32x4_splat(0);
+        let mut summ = 0i32;
+        for chunk in 0..4 {
+            let (sc_lo, m_lo) = scale_min_k4(2 * chunk, packed);
+            let (sc_hi, m_hi) = scale_min_k4(2 * chunk + 1, packed);
+            let q = &block[16 + 32 * chunk..48 + 32 * chunk];
+            let x = &x[64 * chunk..64 * chunk + 64];
+            // SAFETY: `q` holds 32 bytes and `x` 64.
+            let (q0, q1, x0, x1, x2, x3) = unsafe {
+                (
+                    load16(q),
+                    load16(&q[16..]),
+                    load16(x),
+                    load16(&x[16..]),
+                    load16(&x[32..]),
+                    load16(&x[48..]),
+                )
+            };
+            let lo = i32x4_add(
+                dot_i8x16(v128_and(q0, low), x0),
+                dot_i8x16(v128_and(q1, low), x1),
+            );
+            let hi = i32x4_add(
+                dot_i8x16(u8x16_shr(q0, 4), x2),
+                dot_i8x16(u8x16_shr(q1, 4), x3),
+            );
+            sumi = i32x4_add(
+                sumi,
+                i32x4_add(
+                    i32x4_mul(lo, i32x4_splat(i32::from(sc_lo))),
+                    i32x4_mul(hi, i32x4_splat(i32::from(sc_hi))),
+                ),
+            );
+            let g = 4 * chunk;
+            summ += i32::from(m_lo) * (s[g] + s[g + 1]) + i32::from(m_hi) * (s[g + 2] + s[g + 3]);
+        }
+        let d = f16_at(f16, block, 0) * xd[0];
+        let dmin = f16_at(f16, block, 2) * xd[0];
+        total += d * hsum_i32(sumi) as f32 - dmin * summ as f32;
+    }
+    total
+}
+
+/// 16 signed bytes widened to 16 bits: low half, high half.
+fn widen(a: v128) -> [v128; 2] {
+    [i16x8_extend_low_i8x16(a), i16x8_extend_high_i8x16(a)]
+}
+
+/// `Σ a[i]·b[i]` over 16 signed bytes, `a` already widened, in four `i32` lanes.
+fn dot_widened(a: [v128; 2], b: v128) -> v128 {
+    i32x4_add(
+        i32x4_dot_i16x8(a[0], i16x8_extend_low_i8x16(b)),
+        i32x4_dot_i16x8(a[1], i16x8_extend_high_i8x16(b)),
+    )
+}
+
+/// Activation rows `t0..t0 + N` (quants and group scales) and how many whole blocks of
+/// `values` every one of them and `row` (`block_bytes` a block) hold.
+#[inline(always)]
+fn act_rows<'a, const N: usize>(
+    acts: &'a QuantizedActs,
+    t0: usize,
+    row: &[u8],
+    block_bytes: usize,
+    values: usize,
+) -> ([&'a [i8]; N], [&'a [f32]; N], usize) {
+    let q: [&[i8]; N] = std::array::from_fn(|k| acts.row_q(t0 + k));
+    let d: [&[f32]; N] = std::array::from_fn(|k| acts.row_d(t0 + k));
+    let blocks = (0..N).fold(row.len() / block_bytes, |b, k| {
+        b.min(q[k].len() / values)
+            .min(d[k].len() / (values / GROUP))
+    });
+    (q, d, blocks)
+}
+
+/// Q6_K super-blocks, as [`crate::dot::dot_q6_k_portable`]: each group of 16 products
+/// weighted by its scale in the `i32` lanes.
+pub(crate) fn dot_q6_k<const N: usize>(row: &[u8], acts: &QuantizedActs, t0: usize) -> [f32; N] {
+    let (q, d, blocks) = act_rows::<N>(acts, t0, row, 210, 256);
+    let f16 = f16_table();
+    let (low, two) = (u8x16_splat(0x0F), u8x16_splat(0x03));
+    let thirty_two = i8x16_splat(32);
+    let mut total = [0.0f32; N];
+    for (b, block) in row[..blocks * 210].chunks_exact(210).enumerate() {
+        let mut sumi = [i32x4_splat(0); N];
+        for half in 0..2 {
+            let ql = &block[64 * half..64 * half + 64];
+            let qh = &block[128 + 32 * half..160 + 32 * half];
+            let sc = &block[192 + 8 * half..200 + 8 * half];
+            for g in 0..2 {
+                // SAFETY: `ql` holds 64 bytes and `qh` 32, so 16 from each offset here.
+                let (l0, l1, h) = unsafe {
+                    (
+                        load16(&ql[16 * g..]),
+                        load16(&ql[32 + 16 * g..]),
+                        load16(&qh[16 * g..]),
+                    )
+                };
+                // Values `32 j + 16 g …` of the half: nibbles of `l0`, `l1`, then their high
+                // halves, with bit pair `j` of `h`, minus 32.
+                let nibbles = [
+                    v128_and(l0, low),
+                    v128_and(l1, low),
+                    u8x16_shr(l0, 4),
+                    u8x16_shr(l1, 4),
+                ];
+                let w: [[v128; 2]; 4] = std::array::from_fn(|j| {
+                    let pair = v128_and(u8x16_shr(h, 2 * j as u32), two);
+                    widen(i8x16_sub(
+                        v128_or(nibbles[j], i8x16_shl(pair, 4)),
+                        thirty_two,
+                    ))
+                });
+                let scales: [v128; 4] =
+                    std::array::from_fn(|j| i32x4_splat(i32::from(sc[2 * j + g] as i8)));
+                for k in 0..N {
+                    let x = &q[k][256 * b + 128 * half..256 * b + 128 * half + 128];
+                    for j in 0..4 {
+                        // SAFETY: `x` holds 128 values, so 16 from `32 j + 16 g`.
+                        let xs = unsafe { load16(&x[32 * j + 16 * g..]) };
+                        sumi[k] = i32x4_add(sumi[k], i32x4_mul(dot_widened(w[j], xs), scales[j]));
+                    }
+                }
+            }
+        }
+        let dw = f16_at(f16, block, 208);
+        for k in 0..N {
+            total[k] += dw * d[k][16 * b] * hsum_i32(sumi[k]) as f32;
+        }
+    }
+    total
+}
+
+/// Four accumulators of four lanes.
+pub(crate) fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
+    let n = w.len().min(x.len());
+    let mut acc = [f32x4_splat(0.0); 4];
+    let mut i = 0;
+    while i + 16 <= n {
+        for (k, a) in acc.iter_mut().enumerate() {
+            let at = i + 4 * k;
+            // SAFETY: `at + 4 <= n` floats are in both slices.
+            let (a_w, a_x) = unsafe { (load16(&w[at..at + 4]), load16(&x[at..at + 4])) };
+            *a = f32x4_add(*a, f32x4_mul(a_w, a_x));
+        }
+        i += 16;
+    }
+    let mut total = hsum(f32x4_add(
+        f32x4_add(acc[0], acc[1]),
+        f32x4_add(acc[2], acc[3]),
+    ));
+    while i < n {
+        total += w[i] * x[i];
+        i += 1;
+    }
+    total
+}
