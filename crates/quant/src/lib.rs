@@ -5,8 +5,8 @@
 //! - [`unpack`]: a row of blocks decoded to integers and per-group scales (or to floats);
 //! - [`act`]: activations encoded to 8 bits the way ggml's CPU backend encodes them;
 //! - [`dot`]: the dot products — AVX2 on x86-64 (chosen at run time; never AVX-512 or AMX),
-//!   `simd128` in wasm32 (`simd128`), portable loops elsewhere — fused straight from the GGUF
-//!   bytes where the format allows;
+//!   `simd128` in wasm32 (the `simd128` module, built only there), portable loops elsewhere —
+//!   fused straight from the GGUF bytes where the format allows;
 //! - [`octet`]: for prefills, weight rows packed eight at a time so that one instruction
 //!   multiplies eight rows (Q5_0 and Q4_1 on x86-64), bit for bit the row kernels' results;
 //! - [`matmul`] and [`pool`]: rows spread over worker threads that park between jobs;
