@@ -92,6 +92,26 @@ impl QuantizedActs {
         }
     }
 
+    /// Rows `t0..t0 + N`: their quants and group scales, and how many whole blocks of
+    /// `values` every one of them and the weight row `row` (`block_bytes` a block) hold: the
+    /// bound a kernel over several activation rows loops to.
+    #[inline]
+    pub fn rows_and_blocks<const N: usize>(
+        &self,
+        t0: usize,
+        row: &[u8],
+        block_bytes: usize,
+        values: usize,
+    ) -> ([&[i8]; N], [&[f32]; N], usize) {
+        let q: [&[i8]; N] = std::array::from_fn(|k| self.row_q(t0 + k));
+        let d: [&[f32]; N] = std::array::from_fn(|k| self.row_d(t0 + k));
+        let blocks = (0..N).fold(row.len() / block_bytes.max(1), |b, k| {
+            b.min(q[k].len() / values.max(1))
+                .min(d[k].len() / (values / GROUP).max(1))
+        });
+        (q, d, blocks)
+    }
+
     /// Quants of row `r`.
     pub fn row_q(&self, r: usize) -> &[i8] {
         &self.q[r * self.cols..(r + 1) * self.cols]

@@ -474,26 +474,6 @@ pub(crate) mod x86 {
         total + offsets_avx2(rows.woffset, rows.xsum)
     }
 
-    /// Activation rows `t0..t0 + N` (their values and their scales per [`GROUP`]), and how
-    /// many whole blocks of `values` the weight row (`block_bytes` a block) and each of them
-    /// hold: the bound every multi-row kernel loops to.
-    #[inline]
-    fn act_rows<'a, const N: usize>(
-        acts: &'a QuantizedActs,
-        t0: usize,
-        row: &[u8],
-        block_bytes: usize,
-        values: usize,
-    ) -> ([&'a [i8]; N], [&'a [f32]; N], usize) {
-        let q: [&[i8]; N] = std::array::from_fn(|k| acts.row_q(t0 + k));
-        let d: [&[f32]; N] = std::array::from_fn(|k| acts.row_d(t0 + k));
-        let blocks = (0..N).fold(row.len() / block_bytes, |b, k| {
-            b.min(q[k].len() / values)
-                .min(d[k].len() / (values / GROUP))
-        });
-        (q, d, blocks)
-    }
-
     /// `acc` plus four adjacent products of unsigned bytes `a` with signed bytes `b`, summed
     /// into each `i32` lane: `maddubs` then `madd` (an `acc` of zero costs nothing: the add
     /// is folded away). `maddubs` saturates its `i16` pair sums, which the callers' operands
@@ -567,7 +547,7 @@ pub(crate) mod x86 {
                 acts: &QuantizedActs,
                 t0: usize,
             ) -> [f32; N] {
-                let (q, d, blocks) = act_rows::<N>(acts, t0, row, 34, 32);
+                let (q, d, blocks) = acts.rows_and_blocks::<N>(t0, row, 34, 32);
                 let f16 = f16_table();
                 let mut acc = [_mm256_setzero_ps(); N];
                 for (b, block) in row[..blocks * 34].chunks_exact(34).enumerate() {
@@ -601,7 +581,7 @@ pub(crate) mod x86 {
                 acts: &QuantizedActs,
                 t0: usize,
             ) -> [f32; N] {
-                let (q, d, blocks) = act_rows::<N>(acts, t0, row, 20, 32);
+                let (q, d, blocks) = acts.rows_and_blocks::<N>(t0, row, 20, 32);
                 let s: [&[f32]; N] = std::array::from_fn(|k| acts.row_sum(t0 + k));
                 let blocks = (0..N).fold(blocks, |b, k| b.min(s[k].len() / 2));
                 let low = _mm_set1_epi8(0x0F);
@@ -654,7 +634,7 @@ pub(crate) mod x86 {
                 acts: &QuantizedActs,
                 t0: usize,
             ) -> [f32; N] {
-                let (_, d, blocks) = act_rows::<N>(acts, t0, row, 22, 32);
+                let (_, d, blocks) = acts.rows_and_blocks::<N>(t0, row, 22, 32);
                 let x: [&[Q5_0Block]; N] = std::array::from_fn(|k| acts.row_q5_0_blocks(t0 + k));
                 let blocks = (0..N).fold(blocks, |b, k| b.min(x[k].len()));
                 let low = _mm_set1_epi8(0x0F);
@@ -738,7 +718,7 @@ pub(crate) mod x86 {
         acts: &QuantizedActs,
         t0: usize,
     ) -> [f32; N] {
-        let (xq, xd, blocks) = act_rows::<N>(acts, t0, row, 144, 256);
+        let (xq, xd, blocks) = acts.rows_and_blocks::<N>(t0, row, 144, 256);
         let xsum: [&[i32]; N] = std::array::from_fn(|k| acts.row_isum(t0 + k));
         let blocks = (0..N).fold(blocks, |b, k| b.min(xsum[k].len() / 16));
         let low = _mm256_set1_epi8(0x0F);
@@ -809,7 +789,7 @@ pub(crate) mod x86 {
         acts: &QuantizedActs,
         t0: usize,
     ) -> [f32; N] {
-        let (xq, xd, blocks) = act_rows::<N>(acts, t0, row, 210, 256);
+        let (xq, xd, blocks) = acts.rows_and_blocks::<N>(t0, row, 210, 256);
         let low4 = _mm256_set1_epi8(0x0F);
         let low2 = _mm256_set1_epi8(0x03);
         let m32 = _mm256_set1_epi8(32);

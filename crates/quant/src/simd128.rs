@@ -216,29 +216,10 @@ fn dot_widened(a: [v128; 2], b: v128) -> v128 {
     )
 }
 
-/// Activation rows `t0..t0 + N` (quants and group scales) and how many whole blocks of
-/// `values` every one of them and `row` (`block_bytes` a block) hold.
-#[inline(always)]
-fn act_rows<'a, const N: usize>(
-    acts: &'a QuantizedActs,
-    t0: usize,
-    row: &[u8],
-    block_bytes: usize,
-    values: usize,
-) -> ([&'a [i8]; N], [&'a [f32]; N], usize) {
-    let q: [&[i8]; N] = std::array::from_fn(|k| acts.row_q(t0 + k));
-    let d: [&[f32]; N] = std::array::from_fn(|k| acts.row_d(t0 + k));
-    let blocks = (0..N).fold(row.len() / block_bytes, |b, k| {
-        b.min(q[k].len() / values)
-            .min(d[k].len() / (values / GROUP))
-    });
-    (q, d, blocks)
-}
-
 /// Q6_K super-blocks, as [`crate::dot::dot_q6_k_portable`]: each group of 16 products
 /// weighted by its scale in the `i32` lanes.
 pub(crate) fn dot_q6_k<const N: usize>(row: &[u8], acts: &QuantizedActs, t0: usize) -> [f32; N] {
-    let (q, d, blocks) = act_rows::<N>(acts, t0, row, 210, 256);
+    let (q, d, blocks) = acts.rows_and_blocks::<N>(t0, row, 210, 256);
     let f16 = f16_table();
     let (low, two) = (u8x16_splat(0x0F), u8x16_splat(0x03));
     let thirty_two = i8x16_splat(32);
