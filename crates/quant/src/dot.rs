@@ -217,6 +217,9 @@ pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
     {
         use crate::simd128;
         return match format {
+            QuantFormat::Q4_1 => Some(|r, n, a, t, o| tile(r, n, a, t, o, simd128::dot_q4_1_rows)),
+            QuantFormat::Q5_0 => Some(|r, n, a, t, o| tile(r, n, a, t, o, simd128::dot_q5_0_rows)),
+            QuantFormat::Q4K => Some(|r, n, a, t, o| tile(r, n, a, t, o, simd128::dot_q4_k_rows)),
             QuantFormat::Q6K => Some(|r, n, a, t, o| tile(r, n, a, t, o, simd128::dot_q6_k)),
             _ => None,
         };

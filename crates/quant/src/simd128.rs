@@ -114,6 +114,55 @@ fn hsum_i32(v: v128) -> i32 {
         + i32x4_extract_lane::<3>(v)
 }
 
+/// [`dot_q4_1`] for `N` activation rows from `t0` (a prefill): each block's nibbles are
+/// widened once for all of them, and each row's result is [`dot_q4_1`]'s bit for bit. The
+/// rows are followed by pointers, as in [`dot_q5_0_rows`].
+pub(crate) fn dot_q4_1_rows<const N: usize>(
+    row: &[u8],
+    acts: &QuantizedActs,
+    t0: usize,
+) -> [f32; N] {
+    let (q, d, blocks) = acts.rows_and_blocks::<N>(t0, row, 20, 32);
+    let sums: [&[f32]; N] = std::array::from_fn(|k| acts.row_sum(t0 + k));
+    let blocks = (0..N).fold(blocks, |b, k| b.min(sums[k].len() / 2));
+    let f16 = f16_table();
+    let low = u8x16_splat(0x0F);
+    let mut x: [*const i8; N] = std::array::from_fn(|k| q[k].as_ptr());
+    let mut xd: [*const f32; N] = std::array::from_fn(|k| d[k].as_ptr());
+    let mut xs: [*const f32; N] = std::array::from_fn(|k| sums[k].as_ptr());
+    let mut acc = [f32x4_splat(0.0); N];
+    let mut mins = [0.0f32; N];
+    for block in row[..20 * blocks].chunks_exact(20) {
+        // SAFETY: `block[4..]` holds 16 bytes.
+        let packed = unsafe { load16(&block[4..]) };
+        let (lo, hi) = (widen(v128_and(packed, low)), widen(u8x16_shr(packed, 4)));
+        let (dw, mw) = (f16_at(f16, block, 0), f16_at(f16, block, 2));
+        for k in 0..N {
+            // SAFETY: fewer than `blocks` blocks were passed, so row `k` holds 32 more quants
+            // from `x[k]` and two more scales and sums from `xd[k]` and `xs[k]`.
+            let (sums, scale, s0, s1) = unsafe {
+                let (x0, x1) = (v128_load(x[k].cast()), v128_load(x[k].add(16).cast()));
+                let found = (
+                    i32x4_add(dot_widened(lo, x0), dot_widened(hi, x1)),
+                    *xd[k],
+                    *xs[k],
+                    *xs[k].add(1),
+                );
+                x[k] = x[k].add(32);
+                xd[k] = xd[k].add(2);
+                xs[k] = xs[k].add(2);
+                found
+            };
+            acc[k] = f32x4_add(
+                acc[k],
+                f32x4_mul(f32x4_convert_i32x4(sums), f32x4_splat(dw * scale)),
+            );
+            mins[k] += mw * (s0 + s1);
+        }
+    }
+    std::array::from_fn(|k| hsum(acc[k]) + mins[k])
+}
+
 /// [`crate::dot::dot_q5_0_portable`] with the block's products in `i32` lanes: the same exact
 /// integer a block, scaled the same way, so the same result bit for bit. The fifth bits
 /// are spread to bytes with a swizzle of the four `qh` bytes and a test of one bit each.
@@ -142,6 +191,61 @@ pub(crate) fn dot_q5_0(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
         let w_hi = i8x16_sub(v128_or(u8x16_shr(packed, 4), high(pick_hi)), sixteen);
         let isum = hsum_i32(i32x4_add(dot_i8x16(w_lo, x0), dot_i8x16(w_hi, x1)));
         total += f16_at(f16, block, 0) * d[0] * isum as f32;
+    }
+    total
+}
+
+/// [`dot_q5_0`] for `N` activation rows from `t0` (a prefill): each block's values are
+/// unpacked and widened once for all of them, and each row's result is [`dot_q5_0`]'s bit for
+/// bit. The rows are followed by pointers: indexing them, V8 ran this no faster than one row
+/// at a time.
+pub(crate) fn dot_q5_0_rows<const N: usize>(
+    row: &[u8],
+    acts: &QuantizedActs,
+    t0: usize,
+) -> [f32; N] {
+    let (q, d, blocks) = acts.rows_and_blocks::<N>(t0, row, 22, 32);
+    let f16 = f16_table();
+    let low = u8x16_splat(0x0F);
+    let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    let pick_lo = u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    let pick_hi = u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    let (fifth, sixteen) = (u8x16_splat(0x10), i8x16_splat(16));
+    let mut x: [*const i8; N] = std::array::from_fn(|k| q[k].as_ptr());
+    let mut xd: [*const f32; N] = std::array::from_fn(|k| d[k].as_ptr());
+    let mut total = [0.0f32; N];
+    for block in row[..22 * blocks].chunks_exact(22) {
+        let qh = u32x4_splat(u32::from_le_bytes([block[2], block[3], block[4], block[5]]));
+        let high = |pick: v128| {
+            let set = u8x16_ne(v128_and(i8x16_swizzle(qh, pick), bit), u8x16_splat(0));
+            v128_and(set, fifth)
+        };
+        // SAFETY: `block[6..]` holds 16 bytes.
+        let packed = unsafe { load16(&block[6..]) };
+        let w_lo = widen(i8x16_sub(
+            v128_or(v128_and(packed, low), high(pick_lo)),
+            sixteen,
+        ));
+        let w_hi = widen(i8x16_sub(
+            v128_or(u8x16_shr(packed, 4), high(pick_hi)),
+            sixteen,
+        ));
+        let dw = f16_at(f16, block, 0);
+        for k in 0..N {
+            // SAFETY: fewer than `blocks` blocks were passed, so row `k`'s quants hold 32 more
+            // from `x[k]` and its scales two more from `xd[k]` (`rows_and_blocks`).
+            let isum = unsafe {
+                let (x0, x1) = (v128_load(x[k].cast()), v128_load(x[k].add(16).cast()));
+                let scale = *xd[k];
+                x[k] = x[k].add(32);
+                xd[k] = xd[k].add(2);
+                (
+                    hsum_i32(i32x4_add(dot_widened(w_lo, x0), dot_widened(w_hi, x1))),
+                    scale,
+                )
+            };
+            total[k] += dw * isum.1 * isum.0 as f32;
+        }
     }
     total
 }
@@ -199,6 +303,78 @@ pub(crate) fn dot_q4_k(row: &[u8], xq: &[i8], xd: &[f32], isum: &[i32]) -> f32 {
         let d = f16_at(f16, block, 0) * xd[0];
         let dmin = f16_at(f16, block, 2) * xd[0];
         total += d * hsum_i32(sumi) as f32 - dmin * summ as f32;
+    }
+    total
+}
+
+/// [`dot_q4_k`] for `N` activation rows from `t0` (a prefill): each chunk's nibbles are
+/// widened once for all of them, and each row's result is [`dot_q4_k`]'s bit for bit. The
+/// rows are followed by pointers, as in [`dot_q5_0_rows`].
+pub(crate) fn dot_q4_k_rows<const N: usize>(
+    row: &[u8],
+    acts: &QuantizedActs,
+    t0: usize,
+) -> [f32; N] {
+    let (q, d, blocks) = acts.rows_and_blocks::<N>(t0, row, 144, 256);
+    let isum: [&[i32]; N] = std::array::from_fn(|k| acts.row_isum(t0 + k));
+    let blocks = (0..N).fold(blocks, |b, k| b.min(isum[k].len() / 16));
+    let f16 = f16_table();
+    let low = u8x16_splat(0x0F);
+    let mut x: [*const i8; N] = std::array::from_fn(|k| q[k].as_ptr());
+    let mut xd: [*const f32; N] = std::array::from_fn(|k| d[k].as_ptr());
+    let mut xs: [*const i32; N] = std::array::from_fn(|k| isum[k].as_ptr());
+    let mut total = [0.0f32; N];
+    for block in row[..144 * blocks].chunks_exact(144) {
+        let packed = &block[4..16];
+        let mut sumi = [i32x4_splat(0); N];
+        let mut summ = [0i32; N];
+        for chunk in 0..4 {
+            let (sc_lo, m_lo) = scale_min_k4(2 * chunk, packed);
+            let (sc_hi, m_hi) = scale_min_k4(2 * chunk + 1, packed);
+            let (sc_lo, sc_hi) = (i32x4_splat(i32::from(sc_lo)), i32x4_splat(i32::from(sc_hi)));
+            let (m_lo, m_hi) = (i32::from(m_lo), i32::from(m_hi));
+            let nibbles = &block[16 + 32 * chunk..48 + 32 * chunk];
+            // SAFETY: `nibbles` holds 32 bytes.
+            let (q0, q1) = unsafe { (load16(nibbles), load16(&nibbles[16..])) };
+            let w = [
+                widen(v128_and(q0, low)),
+                widen(v128_and(q1, low)),
+                widen(u8x16_shr(q0, 4)),
+                widen(u8x16_shr(q1, 4)),
+            ];
+            for k in 0..N {
+                // SAFETY: fewer than `blocks` blocks were passed, so row `k` holds this
+                // block's 256 quants from `x[k]` and its 16 group sums from `xs[k]`.
+                let (lo, hi, s) = unsafe {
+                    let at = x[k].add(64 * chunk);
+                    let load = |i: usize| v128_load(at.add(16 * i).cast());
+                    let s = std::slice::from_raw_parts(xs[k].add(4 * chunk), 4);
+                    (
+                        i32x4_add(dot_widened(w[0], load(0)), dot_widened(w[1], load(1))),
+                        i32x4_add(dot_widened(w[2], load(2)), dot_widened(w[3], load(3))),
+                        s,
+                    )
+                };
+                sumi[k] = i32x4_add(
+                    sumi[k],
+                    i32x4_add(i32x4_mul(lo, sc_lo), i32x4_mul(hi, sc_hi)),
+                );
+                summ[k] += m_lo * (s[0] + s[1]) + m_hi * (s[2] + s[3]);
+            }
+        }
+        let (dw, mw) = (f16_at(f16, block, 0), f16_at(f16, block, 2));
+        for k in 0..N {
+            // SAFETY: as above, `xd[k]` holds this block's 16 group scales.
+            let scale = unsafe { *xd[k] };
+            let (d, dmin) = (dw * scale, mw * scale);
+            total[k] += d * hsum_i32(sumi[k]) as f32 - dmin * summ[k] as f32;
+            // SAFETY: one past this block is at most the end of each row's slices.
+            unsafe {
+                x[k] = x[k].add(256);
+                xd[k] = xd[k].add(16);
+                xs[k] = xs[k].add(16);
+            }
+        }
     }
     total
 }

@@ -235,7 +235,10 @@ fn multi_row_kernels_equal_the_single_row_ones_bit_for_bit() {
         );
     }
     #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
-    assert_eq!(tested, 1, "Q6_K has a multi-row kernel with simd128");
+    assert_eq!(
+        tested, 4,
+        "Q4_1, Q5_0, Q4_K and Q6_K have multi-row kernels with simd128"
+    );
 }
 
 /// The kernels over weight rows repacked eight at a time give each row's single-row result
