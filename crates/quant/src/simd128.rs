@@ -5,9 +5,10 @@
 //! [`crate::dot`] form and scale it the same way, so their results are those loops' bit for
 //! bit.
 //!
-//! Only Q6_K has a kernel over several activation rows (a prefill): unpacking its six-bit
-//! values is most of its work. For the others, written the same way, V8 ran the prefill no
-//! faster and the single row slower than these iterator loops (see bench/README.md).
+//! Q4_1, Q5_0, Q4_K and Q6_K also have kernels over four activation rows (a prefill), each
+//! row's result the single-row kernel's bit for bit. Those of Q4_1, Q5_0 and Q4_K follow
+//! each row with a pointer: indexing each row's slices, V8 ran them no faster than one row
+//! at a time (Q6_K's unpacking is enough work that its indexed form pays).
 
 use crate::act::QuantizedActs;
 use crate::dot::IntRows;
