@@ -24,8 +24,8 @@ pub struct QuantizedActs {
     /// K-quant kernels weight them by a sub-block's min or offset instead of summing the
     /// activations again for every weight row.
     pub isum: Vec<i32>,
-    /// Q5_0 weights only: each block of 32 quants again, beside its offset lanes (see
-    /// [`Q5_0Block`]), `rows × cols / 32`.
+    /// Q5_0 weights on x86-64 only: each block of 32 quants again, beside its offset lanes
+    /// (see [`Q5_0Block`]), `rows × cols / 32`.
     pub q5_0_blocks: Vec<Q5_0Block>,
     /// Float formats: the (possibly half-rounded) values, `rows × cols`.
     pub values: Vec<f32>,
@@ -52,7 +52,8 @@ impl QuantizedActs {
             }
             ActivationFormat::Q8K => out.encode_blocks(x, Block::Q8K),
         }
-        if weights == QuantFormat::Q5_0 {
+        // Only the x86-64 kernels read them; the browser's are spared the copy.
+        if weights == QuantFormat::Q5_0 && cfg!(target_arch = "x86_64") {
             out.q5_0_blocks = out.q.chunks_exact(32).map(Q5_0Block::new).collect();
         }
         out
