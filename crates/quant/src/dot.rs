@@ -181,8 +181,8 @@ pub type RawDotTokens =
     fn(rows: &[u8], row_bytes: usize, acts: &QuantizedActs, t0: usize, out: &mut [[f32; TOKENS]]);
 
 /// The multi-row fused kernel for `format` on this CPU, where there is one (AVX2 or AVX-VNNI
-/// on x86-64: Q8_0, Q4_1, Q5_0, Q4_K, Q6_K; `simd128` in wasm: all but Q8_0); each of its results is
-/// bit for bit the [`raw_dot`] of the same weight row and activation row.
+/// on x86-64: Q8_0, Q4_1, Q5_0, Q4_K, Q6_K; `simd128` in wasm: all of these but Q8_0); each
+/// of its results is bit for bit the [`raw_dot`] of the same weight row and activation row.
 pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {

@@ -169,31 +169,42 @@ pub(crate) fn dot_q4_1_rows<const N: usize>(
 /// are spread to bytes with a swizzle of the four `qh` bytes and a test of one bit each.
 pub(crate) fn dot_q5_0(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
     let f16 = f16_table();
-    let low = u8x16_splat(0x0F);
-    let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-    let pick_lo = u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    let pick_hi = u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    let (fifth, sixteen) = (u8x16_splat(0x10), i8x16_splat(16));
     let mut total = 0.0f32;
     for ((block, x), d) in row
         .chunks_exact(22)
         .zip(xq.chunks_exact(32))
         .zip(xd.chunks_exact(2))
     {
-        let qh = u32x4_splat(u32::from_le_bytes([block[2], block[3], block[4], block[5]]));
-        // 0x10 where value j's fifth bit is set.
-        let high = |pick: v128| {
-            let set = u8x16_ne(v128_and(i8x16_swizzle(qh, pick), bit), u8x16_splat(0));
-            v128_and(set, fifth)
-        };
-        // SAFETY: `block[6..]` holds 16 bytes and `x` 32.
-        let (packed, x0, x1) = unsafe { (load16(&block[6..]), load16(x), load16(&x[16..])) };
-        let w_lo = i8x16_sub(v128_or(v128_and(packed, low), high(pick_lo)), sixteen);
-        let w_hi = i8x16_sub(v128_or(u8x16_shr(packed, 4), high(pick_hi)), sixteen);
+        let [w_lo, w_hi] = q5_0_values(block);
+        // SAFETY: `x` holds 32 bytes.
+        let (x0, x1) = unsafe { (load16(x), load16(&x[16..])) };
         let isum = hsum_i32(i32x4_add(dot_i8x16(w_lo, x0), dot_i8x16(w_hi, x1)));
         total += f16_at(f16, block, 0) * d[0] * isum as f32;
     }
     total
+}
+
+/// The 32 signed values (`nibble | fifth bit << 4`, minus 16) of a Q5_0 block (22 bytes):
+/// values 0–15, then 16–31.
+#[inline(always)]
+fn q5_0_values(block: &[u8]) -> [v128; 2] {
+    let low = u8x16_splat(0x0F);
+    let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+    let (fifth, sixteen) = (u8x16_splat(0x10), i8x16_splat(16));
+    let qh = u32x4_splat(u32::from_le_bytes([block[2], block[3], block[4], block[5]]));
+    // 0x10 where value j's fifth bit is set: byte j / 8 of `qh` picked, bit j % 8 tested.
+    let high = |pick: v128| {
+        let set = u8x16_ne(v128_and(i8x16_swizzle(qh, pick), bit), u8x16_splat(0));
+        v128_and(set, fifth)
+    };
+    let pick_lo = u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+    let pick_hi = u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    // SAFETY: `block[6..]` holds 16 bytes (a Q5_0 block is 22).
+    let packed = unsafe { load16(&block[6..22]) };
+    [
+        i8x16_sub(v128_or(v128_and(packed, low), high(pick_lo)), sixteen),
+        i8x16_sub(v128_or(u8x16_shr(packed, 4), high(pick_hi)), sixteen),
+    ]
 }
 
 /// [`dot_q5_0`] for `N` activation rows from `t0` (a prefill): each block's values are
@@ -207,45 +218,26 @@ pub(crate) fn dot_q5_0_rows<const N: usize>(
 ) -> [f32; N] {
     let (q, d, blocks) = acts.rows_and_blocks::<N>(t0, row, 22, 32);
     let f16 = f16_table();
-    let low = u8x16_splat(0x0F);
-    let bit = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
-    let pick_lo = u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
-    let pick_hi = u8x16(2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
-    let (fifth, sixteen) = (u8x16_splat(0x10), i8x16_splat(16));
     let mut x: [*const i8; N] = std::array::from_fn(|k| q[k].as_ptr());
     let mut xd: [*const f32; N] = std::array::from_fn(|k| d[k].as_ptr());
     let mut total = [0.0f32; N];
     for block in row[..22 * blocks].chunks_exact(22) {
-        let qh = u32x4_splat(u32::from_le_bytes([block[2], block[3], block[4], block[5]]));
-        let high = |pick: v128| {
-            let set = u8x16_ne(v128_and(i8x16_swizzle(qh, pick), bit), u8x16_splat(0));
-            v128_and(set, fifth)
-        };
-        // SAFETY: `block[6..]` holds 16 bytes.
-        let packed = unsafe { load16(&block[6..]) };
-        let w_lo = widen(i8x16_sub(
-            v128_or(v128_and(packed, low), high(pick_lo)),
-            sixteen,
-        ));
-        let w_hi = widen(i8x16_sub(
-            v128_or(u8x16_shr(packed, 4), high(pick_hi)),
-            sixteen,
-        ));
+        let [w_lo, w_hi] = q5_0_values(block).map(widen);
         let dw = f16_at(f16, block, 0);
         for k in 0..N {
             // SAFETY: fewer than `blocks` blocks were passed, so row `k`'s quants hold 32 more
             // from `x[k]` and its scales two more from `xd[k]` (`rows_and_blocks`).
-            let isum = unsafe {
+            let (isum, scale) = unsafe {
                 let (x0, x1) = (v128_load(x[k].cast()), v128_load(x[k].add(16).cast()));
-                let scale = *xd[k];
+                let found = (
+                    hsum_i32(i32x4_add(dot_widened(w_lo, x0), dot_widened(w_hi, x1))),
+                    *xd[k],
+                );
                 x[k] = x[k].add(32);
                 xd[k] = xd[k].add(2);
-                (
-                    hsum_i32(i32x4_add(dot_widened(w_lo, x0), dot_widened(w_hi, x1))),
-                    scale,
-                )
+                found
             };
-            total[k] += dw * isum.1 * isum.0 as f32;
+            total[k] += dw * scale * isum as f32;
         }
     }
     total
