@@ -1,8 +1,9 @@
 //! The dot product of one decoded weight row with one encoded activation row.
 //!
 //! Integer formats: `Σ_g scale[g]·d[g]·(q_w·q_x)_g + offset[g]·sum[g]` over groups of 16.
-//! On x86-64 an AVX2+FMA kernel is chosen at run time (detected once; AVX-512 and AMX are never
-//! used); on wasm32 built with `simd128` (as stampo's wasm is), `simd128` kernels; elsewhere
+//! On x86-64 an AVX2+FMA kernel is chosen at run time (detected once), with `vpdpbusd` in its
+//! AVX-VNNI or AVX512-VNNI encoding where the CPU has one (AVX-512's wider registers and AMX
+//! are never used); on wasm32 built with `simd128` (as stampo's wasm is), `simd128` kernels; elsewhere
 //! the portable loops below, which are also the reference the others are tested against.
 
 use crate::act::QuantizedActs;
@@ -103,28 +104,12 @@ pub type RawDot = fn(row: &[u8], acts: &QuantizedActs, t: usize) -> f32;
 pub fn raw_dot(format: QuantFormat) -> Option<RawDot> {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
-        let vnni = has_vnni();
         // SAFETY (every `unsafe` below): AVX2 and FMA were detected on this CPU at run time,
-        // and AVX-VNNI where `vnni` is set.
+        // and `byte_dot` picks the module whose `vpdpbusd` (if any) was detected too.
+        if let Some(kernel) = unsafe { x86::byte_dot(vnni()).raw_dot(format) } {
+            return Some(kernel);
+        }
         return match format {
-            QuantFormat::Q8_0 if vnni => {
-                Some(|r, a, t| unsafe { x86::vnni::dot_q8_0_rows::<1>(r, a, t)[0] })
-            }
-            QuantFormat::Q8_0 => {
-                Some(|r, a, t| unsafe { x86::avx2::dot_q8_0_rows::<1>(r, a, t)[0] })
-            }
-            QuantFormat::Q4_1 if vnni => {
-                Some(|r, a, t| unsafe { x86::vnni::dot_q4_1_rows::<1>(r, a, t)[0] })
-            }
-            QuantFormat::Q4_1 => {
-                Some(|r, a, t| unsafe { x86::avx2::dot_q4_1_rows::<1>(r, a, t)[0] })
-            }
-            QuantFormat::Q5_0 if vnni => {
-                Some(|r, a, t| unsafe { x86::vnni::dot_q5_0_rows::<1>(r, a, t)[0] })
-            }
-            QuantFormat::Q5_0 => {
-                Some(|r, a, t| unsafe { x86::avx2::dot_q5_0_rows::<1>(r, a, t)[0] })
-            }
             QuantFormat::Q4K => Some(|r, a, t| unsafe { x86::dot_q4_k_rows::<1>(r, a, t)[0] }),
             QuantFormat::Q6K => Some(|r, a, t| unsafe { x86::dot_q6_k_rows::<1>(r, a, t)[0] }),
             _ => None,
@@ -186,28 +171,12 @@ pub type RawDotTokens =
 pub fn raw_dot_tokens(format: QuantFormat) -> Option<RawDotTokens> {
     #[cfg(target_arch = "x86_64")]
     if has_avx2() {
-        let vnni = has_vnni();
         // SAFETY (every `unsafe` below): AVX2 and FMA were detected on this CPU at run time,
-        // and AVX-VNNI where `vnni` is set.
+        // and `byte_dot` picks the module whose `vpdpbusd` (if any) was detected too.
+        if let Some(kernel) = unsafe { x86::byte_dot(vnni()).raw_dot_tokens(format) } {
+            return Some(kernel);
+        }
         return match format {
-            QuantFormat::Q8_0 if vnni => {
-                Some(|r, n, a, t, o| unsafe { x86::vnni::dot_q8_0_tile(r, n, a, t, o) })
-            }
-            QuantFormat::Q8_0 => {
-                Some(|r, n, a, t, o| unsafe { x86::avx2::dot_q8_0_tile(r, n, a, t, o) })
-            }
-            QuantFormat::Q4_1 if vnni => {
-                Some(|r, n, a, t, o| unsafe { x86::vnni::dot_q4_1_tile(r, n, a, t, o) })
-            }
-            QuantFormat::Q4_1 => {
-                Some(|r, n, a, t, o| unsafe { x86::avx2::dot_q4_1_tile(r, n, a, t, o) })
-            }
-            QuantFormat::Q5_0 if vnni => {
-                Some(|r, n, a, t, o| unsafe { x86::vnni::dot_q5_0_tile(r, n, a, t, o) })
-            }
-            QuantFormat::Q5_0 => {
-                Some(|r, n, a, t, o| unsafe { x86::avx2::dot_q5_0_tile(r, n, a, t, o) })
-            }
             QuantFormat::Q4K => Some(|r, n, a, t, o| unsafe { x86::dot_q4_k_tile(r, n, a, t, o) }),
             QuantFormat::Q6K => Some(|r, n, a, t, o| unsafe { x86::dot_q6_k_tile(r, n, a, t, o) }),
             _ => None,
@@ -409,20 +378,53 @@ pub(crate) fn has_avx2() -> bool {
     })
 }
 
-/// AVX-VNNI (the 256-bit `vpdpbusd`), besides AVX2 and FMA. Never AMX: this VM advertises it
-/// and faults on it.
+/// Which `vpdpbusd` (four products of unsigned and signed bytes summed into each `i32` lane)
+/// this CPU has on 256-bit vectors, besides AVX2 and FMA.
 #[cfg(target_arch = "x86_64")]
-pub(crate) fn has_vnni() -> bool {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Vnni {
+    /// None: `maddubs` then `madd`.
+    None,
+    /// AVX-VNNI's VEX form (Intel since Alder Lake).
+    Avx,
+    /// AVX512-VNNI's EVEX form on `ymm` registers (with AVX512VL): AMD since Zen 4, Intel's
+    /// servers since Ice Lake, many of which lack AVX-VNNI. The instruction and its integers
+    /// are the same; only the encoding differs.
+    Avx512,
+}
+
+#[cfg(target_arch = "x86_64")]
+impl Vnni {
+    /// Whether this CPU has AVX2, FMA and `self`.
+    pub(crate) fn available(self) -> bool {
+        use std::arch::is_x86_feature_detected as has;
+        has_avx2()
+            && match self {
+                Vnni::None => true,
+                Vnni::Avx => has!("avxvnni"),
+                Vnni::Avx512 => has!("avx512vnni") && has!("avx512vl"),
+            }
+    }
+}
+
+/// This CPU's [`Vnni`], detected once. Never AMX: this VM advertises it and faults on it.
+#[cfg(target_arch = "x86_64")]
+pub(crate) fn vnni() -> Vnni {
     use std::sync::OnceLock;
-    static VNNI: OnceLock<bool> = OnceLock::new();
-    *VNNI.get_or_init(|| has_avx2() && std::arch::is_x86_feature_detected!("avxvnni"))
+    static VNNI: OnceLock<Vnni> = OnceLock::new();
+    *VNNI.get_or_init(|| {
+        [Vnni::Avx, Vnni::Avx512]
+            .into_iter()
+            .find(|v| v.available())
+            .unwrap_or(Vnni::None)
+    })
 }
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod x86 {
     use super::{GROUP, IntRows};
     use crate::act::{Q5_0Block, QuantizedActs};
-    use crate::format::{f16_at, f16_table};
+    use crate::format::{QuantFormat, f16_at, f16_table};
     use std::arch::x86_64::*;
 
     /// Sums the eight lanes of `v`.
@@ -434,6 +436,16 @@ pub(crate) mod x86 {
         let s = _mm_add_ps(s, _mm_movehl_ps(s, s));
         let s = _mm_add_ss(s, _mm_movehdup_ps(s));
         _mm_cvtss_f32(s)
+    }
+
+    /// Sums the eight `i32` lanes of `v` (exactly: the callers' sums are far from overflow).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn hsum_i32(v: __m256i) -> i32 {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s));
+        _mm_cvtsi128_si32(s)
     }
 
     /// 32 values (two groups) per step: `|w|·sign(x, w)` with `maddubs`, pairs summed with
@@ -495,6 +507,13 @@ pub(crate) mod x86 {
     #[target_feature(enable = "avx2,avxvnni")]
     pub(crate) fn mul_sum_vnni(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
         _mm256_dpbusd_avx_epi32(acc, a, b)
+    }
+
+    /// The same instruction in its AVX512-VNNI encoding (`ymm` registers, AVX512VL), as ggml
+    /// uses where the CPU has that and not AVX-VNNI.
+    #[target_feature(enable = "avx2,avx512vnni,avx512vl")]
+    pub(crate) fn mul_sum_vnni512(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        _mm256_dpbusd_epi32(acc, a, b)
     }
 
     /// How far ahead of the block being read the kernels ask for weights, in bytes.
@@ -688,7 +707,68 @@ pub(crate) mod x86 {
             over_rows!(dot_q8_0_tile, $features, dot_q8_0_rows);
             over_rows!(dot_q4_1_tile, $features, dot_q4_1_rows);
             over_rows!(dot_q5_0_tile, $features, dot_q5_0_rows);
+
+            /// This module's kernels as [`super::ByteDot`] picks them.
+            pub(in crate::dot) const KERNELS: super::ByteDot = super::ByteDot {
+                // SAFETY (each `unsafe`): `ByteDot`'s methods are unsafe, callable only
+                // where this module's features were detected.
+                raw: [
+                    |r, a, t| unsafe { dot_q8_0_rows::<1>(r, a, t)[0] },
+                    |r, a, t| unsafe { dot_q4_1_rows::<1>(r, a, t)[0] },
+                    |r, a, t| unsafe { dot_q5_0_rows::<1>(r, a, t)[0] },
+                ],
+                tokens: [
+                    |r, n, a, t, o| unsafe { dot_q8_0_tile(r, n, a, t, o) },
+                    |r, n, a, t, o| unsafe { dot_q4_1_tile(r, n, a, t, o) },
+                    |r, n, a, t, o| unsafe { dot_q5_0_tile(r, n, a, t, o) },
+                ],
+            };
         };
+    }
+
+    /// The byte-dot kernels (Q8_0, Q4_1, Q5_0) of one feature set, in that order.
+    pub(crate) struct ByteDot {
+        raw: [super::RawDot; 3],
+        tokens: [super::RawDotTokens; 3],
+    }
+
+    impl ByteDot {
+        fn index(format: QuantFormat) -> Option<usize> {
+            match format {
+                QuantFormat::Q8_0 => Some(0),
+                QuantFormat::Q4_1 => Some(1),
+                QuantFormat::Q5_0 => Some(2),
+                _ => None,
+            }
+        }
+
+        /// The single-row kernel for `format`, if it is a byte-dot format.
+        ///
+        /// # Safety
+        /// The CPU has the features of the module these kernels come from.
+        pub(crate) unsafe fn raw_dot(&self, format: QuantFormat) -> Option<super::RawDot> {
+            Self::index(format).map(|i| self.raw[i])
+        }
+
+        /// The multi-row kernel for `format`, if it is a byte-dot format.
+        ///
+        /// # Safety
+        /// The CPU has the features of the module these kernels come from.
+        pub(crate) unsafe fn raw_dot_tokens(
+            &self,
+            format: QuantFormat,
+        ) -> Option<super::RawDotTokens> {
+            Self::index(format).map(|i| self.tokens[i])
+        }
+    }
+
+    /// The byte-dot kernels built for `vnni`.
+    pub(crate) fn byte_dot(vnni: super::Vnni) -> &'static ByteDot {
+        match vnni {
+            super::Vnni::None => &avx2::KERNELS,
+            super::Vnni::Avx => &vnni::KERNELS,
+            super::Vnni::Avx512 => &vnni512::KERNELS,
+        }
     }
 
     /// With AVX2 and FMA.
@@ -703,13 +783,22 @@ pub(crate) mod x86 {
         byte_dot_kernels!("avx2,fma,avxvnni", mul_sum_vnni);
     }
 
+    /// With AVX512-VNNI on 256-bit vectors as well.
+    pub(super) mod vnni512 {
+        use super::*;
+        byte_dot_kernels!("avx2,fma,avx512vnni,avx512vl", mul_sum_vnni512);
+    }
+
     over_rows!(dot_q4_k_tile, "avx2,fma", dot_q4_k_rows);
     over_rows!(dot_q6_k_tile, "avx2,fma", dot_q6_k_rows);
 
-    /// Q4_K against Q8_K, as [`super::dot_q4_k_portable`] computes it: per 32-value chunk,
-    /// `maddubs` of the nibbles with the activations, weighted by the chunk's 6-bit scale
-    /// (`madd`), and the activations' sum weighted by the chunk's min, all in `i32` lanes;
-    /// then one scale per block.
+    /// Q4_K against Q8_K, bit for bit as [`super::dot_q4_k_portable`] computes it: per
+    /// 32-value chunk, `maddubs` of the nibbles with the activations, weighted by the chunk's
+    /// 6-bit scale (`madd`), in `i32` lanes, and the activations' sums weighted by the chunk's
+    /// min; both exact integers for the block, then scaled once per block. (ggml's AVX2
+    /// kernel instead scales each lane's sum and adds the lanes at the end; its kernel over
+    /// repacked rows, which llama.cpp runs by default, scales whole-block integers as here,
+    /// which also lets the octet kernels of [`crate::octet`] give the same results.)
     ///
     /// `N` activation rows from `t0` at once (one in a decode, [`super::TOKENS`] in a prefill): each
     /// block's scales and nibbles are unpacked once for all of them, and each row's result is
@@ -726,22 +815,21 @@ pub(crate) mod x86 {
         let blocks = (0..N).fold(blocks, |b, k| b.min(xsum[k].len() / 16));
         let low = _mm256_set1_epi8(0x0F);
         let f16 = f16_table();
-        let mut acc = [_mm256_setzero_ps(); N];
-        let mut acc_m = [[0.0f32; 4]; N];
+        let mut total = [0.0f32; N];
         for b in 0..blocks {
             let block = &row[144 * b..144 * b + 144];
             prefetch_ahead(block);
             let packed = &block[4..16];
             let mut sumi = [_mm256_setzero_si256(); N];
-            let mut mins = [[0i32; N]; 4];
-            for (chunk, mins) in mins.iter_mut().enumerate() {
+            let mut summ = [0i32; N];
+            for chunk in 0..4 {
                 let (sc_lo, m_lo) = super::scale_min_k4(2 * chunk, packed);
                 let (sc_hi, m_hi) = super::scale_min_k4(2 * chunk + 1, packed);
                 // SAFETY: the block holds 128 nibble bytes from 16; unaligned load.
                 let q = unsafe { _mm256_loadu_si256(block.as_ptr().add(16 + 32 * chunk).cast()) };
                 let lo = _mm256_and_si256(q, low);
                 let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), low);
-                let (sc_lo, sc_hi) = (
+                let (sc_lo_v, sc_hi_v) = (
                     _mm256_set1_epi16(i16::from(sc_lo)),
                     _mm256_set1_epi16(i16::from(sc_hi)),
                 );
@@ -755,32 +843,28 @@ pub(crate) mod x86 {
                             _mm256_loadu_si256(x.add(32).cast()),
                         )
                     };
-                    let p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), sc_lo);
-                    let p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sc_hi);
+                    let p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), sc_lo_v);
+                    let p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sc_hi_v);
                     sumi[k] = _mm256_add_epi32(sumi[k], _mm256_add_epi32(p_lo, p_hi));
                     let s = xsum[k];
-                    mins[k] = i32::from(m_lo) * (s[g] + s[g + 1])
+                    summ[k] += i32::from(m_lo) * (s[g] + s[g + 1])
                         + i32::from(m_hi) * (s[g + 2] + s[g + 3]);
                 }
             }
+            let (dw, mw) = (f16_at(f16, block, 0), f16_at(f16, block, 2));
             for k in 0..N {
-                let d = f16_at(f16, block, 0) * xd[k][16 * b];
-                let dmin = -(f16_at(f16, block, 2) * xd[k][16 * b]);
-                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
-                for (a, m) in acc_m[k].iter_mut().zip(&mins) {
-                    *a = dmin.mul_add(m[k] as f32, *a);
-                }
+                let d = dw * xd[k][16 * b];
+                let dmin = mw * xd[k][16 * b];
+                total[k] += d * hsum_i32(sumi[k]) as f32 - dmin * summ[k] as f32;
             }
         }
-        std::array::from_fn(|k| {
-            let m = &acc_m[k];
-            hsum(acc[k]) + ((m[0] + m[2]) + (m[1] + m[3]))
-        })
+        total
     }
 
-    /// Q6_K against Q8_K, as [`super::dot_q6_k_portable`] computes it: the 6-bit values
-    /// (0–63) rebuilt from nibbles and bit pairs, `maddubs` with the activations minus
-    /// `maddubs` of 32 with them (the `- 32`), weighted by the 16-value scales, in `i32` lanes.
+    /// Q6_K against Q8_K, bit for bit as [`super::dot_q6_k_portable`] computes it: the 6-bit
+    /// values (0–63) rebuilt from nibbles and bit pairs, `maddubs` with the activations minus
+    /// `maddubs` of 32 with them (the `- 32`), weighted by the 16-value scales, in `i32` lanes
+    /// added into the block's exact integer, scaled once per block (see `dot_q4_k_rows`).
     ///
     /// `N` activation rows from `t0` at once (one in a decode, [`super::TOKENS`] in a prefill): each
     /// block's six-bit values are assembled once for all of them, and each row's result is
@@ -797,7 +881,7 @@ pub(crate) mod x86 {
         let low2 = _mm256_set1_epi8(0x03);
         let m32 = _mm256_set1_epi8(32);
         let f16 = f16_table();
-        let mut acc = [_mm256_setzero_ps(); N];
+        let mut total = [0.0f32; N];
         for b in 0..blocks {
             let block = &row[210 * b..210 * b + 210];
             prefetch_ahead(block);
@@ -844,12 +928,12 @@ pub(crate) mod x86 {
                     }
                 }
             }
+            let dw = f16_at(f16, block, 208);
             for k in 0..N {
-                let d = f16_at(f16, block, 208) * xd[k][16 * b];
-                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+                total[k] += dw * xd[k][16 * b] * hsum_i32(sumi[k]) as f32;
             }
         }
-        std::array::from_fn(|k| hsum(acc[k]))
+        total
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -887,23 +971,32 @@ pub(crate) mod x86 {
 
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
-    use super::{has_vnni, x86};
+    use super::{TOKENS, Vnni, x86};
     use crate::QuantFormat;
     use crate::act::QuantizedActs;
     use crate::sample::{Rng, random_matrix};
 
-    /// The VNNI build of each byte-dot kernel gives the AVX2 build's result bit for bit, with
-    /// extreme activations (a row with one large value rounds the others to ±127 and 0).
+    /// Each `vpdpbusd` build of the byte-dot kernels this CPU can run gives the AVX2 build's
+    /// results bit for bit, one activation row and `TOKENS` at once, with extreme activations
+    /// (a row with one large value rounds the others to ±127 and 0).
     #[test]
     fn vnni_kernels_equal_the_avx2_ones_bit_for_bit() {
-        if !has_vnni() {
-            println!("SKIPPED: this CPU has no AVX-VNNI");
+        if !Vnni::None.available() {
+            println!("SKIPPED: this CPU has no AVX2");
+            return;
+        }
+        let builds: Vec<Vnni> = [Vnni::Avx, Vnni::Avx512]
+            .into_iter()
+            .filter(|v| v.available())
+            .collect();
+        if builds.is_empty() {
+            println!("SKIPPED: this CPU has neither AVX-VNNI nor AVX512-VNNI");
             return;
         }
         let mut rng = Rng(11);
         for cols in [32usize, 256, 768] {
             for scale in [1.0f32, 1000.0] {
-                let x: Vec<f32> = (0..cols)
+                let x: Vec<f32> = (0..TOKENS * cols)
                     .map(|i| {
                         if i % 17 == 0 {
                             scale
@@ -913,31 +1006,33 @@ mod tests {
                     })
                     .collect();
                 for format in [QuantFormat::Q8_0, QuantFormat::Q4_1, QuantFormat::Q5_0] {
-                    let row = random_matrix(format, 1, cols, &mut rng);
-                    let acts = QuantizedActs::encode(format, &x, cols);
-                    // SAFETY: AVX2, FMA and AVX-VNNI were detected (has_vnni).
-                    let [a, b] = unsafe {
-                        match format {
-                            QuantFormat::Q8_0 => [
-                                x86::avx2::dot_q8_0_rows::<1>(&row, &acts, 0),
-                                x86::vnni::dot_q8_0_rows::<1>(&row, &acts, 0),
-                            ],
-                            QuantFormat::Q4_1 => [
-                                x86::avx2::dot_q4_1_rows::<1>(&row, &acts, 0),
-                                x86::vnni::dot_q4_1_rows::<1>(&row, &acts, 0),
-                            ],
-                            _ => [
-                                x86::avx2::dot_q5_0_rows::<1>(&row, &acts, 0),
-                                x86::vnni::dot_q5_0_rows::<1>(&row, &acts, 0),
-                            ],
-                        }
-                        .map(|[x]| x)
+                    let rows = 3;
+                    let bytes = random_matrix(format, rows, cols, &mut rng);
+                    let row_bytes = bytes.len() / rows;
+                    let acts = &QuantizedActs::encode(format, &x, cols);
+                    let run = |vnni: Vnni| {
+                        let kernels = x86::byte_dot(vnni);
+                        // SAFETY: `vnni` is available on this CPU (checked above).
+                        let (raw, tokens) = unsafe {
+                            (
+                                kernels.raw_dot(format).expect("a byte-dot format"),
+                                kernels.raw_dot_tokens(format).expect("a byte-dot format"),
+                            )
+                        };
+                        let single: Vec<u32> = bytes
+                            .chunks_exact(row_bytes)
+                            .flat_map(|row| (0..TOKENS).map(move |t| raw(row, acts, t)))
+                            .map(f32::to_bits)
+                            .collect();
+                        let mut out = vec![[0.0f32; TOKENS]; rows];
+                        tokens(&bytes, row_bytes, acts, 0, &mut out);
+                        let multi: Vec<u32> = out.concat().into_iter().map(f32::to_bits).collect();
+                        (single, multi)
                     };
-                    assert_eq!(
-                        a.to_bits(),
-                        b.to_bits(),
-                        "{format}, {cols} columns: {a} vs {b}"
-                    );
+                    let want = run(Vnni::None);
+                    for &vnni in &builds {
+                        assert_eq!(run(vnni), want, "{vnni:?}, {format}, {cols} columns");
+                    }
                 }
             }
         }

@@ -13,7 +13,7 @@
 //! numbers whichever path a product takes.
 //!
 //! Formats: Q5_0 (Qwen2.5's and Gemma 3's attention and gate/up matrices) and Q4_1 (all of
-//! SmolLM2's), on x86-64 with AVX2 (and AVX-VNNI where present).
+//! SmolLM2's), on x86-64 with AVX2 (and `vpdpbusd`, AVX-VNNI or AVX512-VNNI, where present).
 
 use crate::act::QuantizedActs;
 use crate::format::{QuantFormat, f16_at, f16_table};
@@ -97,27 +97,16 @@ impl RowOctets {
 /// results, each bit for bit the [`crate::dot::raw_dot`] of that row (padding rows give 0).
 pub type OctetDot = fn(w: &RowOctets, octet: usize, acts: &QuantizedActs, t: usize) -> [f32; 8];
 
-/// The octet kernel for `format` on this CPU, where there is one (Q5_0 and Q4_1, with AVX2
-/// or AVX-VNNI).
+/// The octet kernel for `format` on this CPU, where there is one (Q5_0 and Q4_1, with AVX2,
+/// and `vpdpbusd` in its AVX-VNNI or AVX512-VNNI encoding where present).
 pub fn octet_dot(format: QuantFormat) -> Option<OctetDot> {
     #[cfg(target_arch = "x86_64")]
     if crate::dot::has_avx2() {
-        let vnni = crate::dot::has_vnni();
-        // SAFETY (every `unsafe` below): AVX2 and FMA were detected on this CPU at run time,
-        // and AVX-VNNI where `vnni` is set.
+        // SAFETY: `vnni()` is the feature set detected on this CPU.
+        let kernels = unsafe { x86::kernels(crate::dot::vnni()) };
         return match format {
-            QuantFormat::Q5_0 if vnni => {
-                Some(|w, o, a, t| unsafe { x86::vnni::dot_q5_0_octet(w, o, a, t) })
-            }
-            QuantFormat::Q5_0 => {
-                Some(|w, o, a, t| unsafe { x86::avx2::dot_q5_0_octet(w, o, a, t) })
-            }
-            QuantFormat::Q4_1 if vnni => {
-                Some(|w, o, a, t| unsafe { x86::vnni::dot_q4_1_octet(w, o, a, t) })
-            }
-            QuantFormat::Q4_1 => {
-                Some(|w, o, a, t| unsafe { x86::avx2::dot_q4_1_octet(w, o, a, t) })
-            }
+            QuantFormat::Q5_0 => Some(kernels[0]),
+            QuantFormat::Q4_1 => Some(kernels[1]),
             _ => None,
         };
     }
@@ -129,6 +118,7 @@ pub fn octet_dot(format: QuantFormat) -> Option<OctetDot> {
 mod x86 {
     use super::RowOctets;
     use crate::act::QuantizedActs;
+    use crate::dot::Vnni;
     use std::arch::x86_64::*;
 
     /// Four activation quants `q[4l…4l+3]` in every lane.
@@ -241,6 +231,37 @@ mod x86 {
         use super::*;
         octet_kernels!("avx2,fma,avxvnni", crate::dot::x86::mul_sum_vnni);
     }
+
+    /// With AVX512-VNNI on 256-bit vectors as well.
+    pub(super) mod vnni512 {
+        use super::*;
+        octet_kernels!(
+            "avx2,fma,avx512vnni,avx512vl",
+            crate::dot::x86::mul_sum_vnni512
+        );
+    }
+
+    /// The Q5_0 and Q4_1 octet kernels built for `vnni`.
+    ///
+    /// # Safety
+    /// [`Vnni::available`] holds for `vnni`: calling a kernel runs its instructions.
+    pub(super) unsafe fn kernels(vnni: Vnni) -> [super::OctetDot; 2] {
+        // SAFETY (each `unsafe`): the caller vouches for `vnni`'s features.
+        match vnni {
+            Vnni::None => [
+                |w, o, a, t| unsafe { avx2::dot_q5_0_octet(w, o, a, t) },
+                |w, o, a, t| unsafe { avx2::dot_q4_1_octet(w, o, a, t) },
+            ],
+            Vnni::Avx => [
+                |w, o, a, t| unsafe { vnni::dot_q5_0_octet(w, o, a, t) },
+                |w, o, a, t| unsafe { vnni::dot_q4_1_octet(w, o, a, t) },
+            ],
+            Vnni::Avx512 => [
+                |w, o, a, t| unsafe { vnni512::dot_q5_0_octet(w, o, a, t) },
+                |w, o, a, t| unsafe { vnni512::dot_q4_1_octet(w, o, a, t) },
+            ],
+        }
+    }
 }
 
 #[cfg(all(test, target_arch = "x86_64"))]
@@ -248,19 +269,32 @@ mod tests {
     use super::{RowOctets, x86};
     use crate::QuantFormat;
     use crate::act::QuantizedActs;
+    use crate::dot::Vnni;
     use crate::sample::{Rng, random_matrix};
 
-    /// The VNNI build of each octet kernel gives the AVX2 build's result bit for bit (the
-    /// crate's kernel tests compare the build this CPU chooses with the row kernels).
+    /// Each `vpdpbusd` build of the octet kernels this CPU can run gives the AVX2 build's
+    /// results bit for bit (the crate's kernel tests compare the build this CPU chooses with
+    /// the row kernels).
     #[test]
     fn vnni_octet_kernels_equal_the_avx2_ones_bit_for_bit() {
-        if !crate::dot::has_vnni() {
-            println!("SKIPPED: this CPU has no AVX-VNNI");
+        if !Vnni::None.available() {
+            println!("SKIPPED: this CPU has no AVX2");
+            return;
+        }
+        let builds: Vec<Vnni> = [Vnni::Avx, Vnni::Avx512]
+            .into_iter()
+            .filter(|v| v.available())
+            .collect();
+        if builds.is_empty() {
+            println!("SKIPPED: this CPU has neither AVX-VNNI nor AVX512-VNNI");
             return;
         }
         let mut rng = Rng(3);
         let mut packed = RowOctets::new();
-        for format in [QuantFormat::Q4_1, QuantFormat::Q5_0] {
+        for (k, format) in [QuantFormat::Q5_0, QuantFormat::Q4_1]
+            .into_iter()
+            .enumerate()
+        {
             let (rows, cols) = (11, 256);
             let bytes = random_matrix(format, rows, cols, &mut rng);
             let x: Vec<f32> = (0..cols)
@@ -268,25 +302,18 @@ mod tests {
                 .collect();
             let acts = QuantizedActs::encode(format, &x, cols);
             packed.pack(format, &bytes, bytes.len() / rows);
-            for octet in 0..packed.octets() {
-                // SAFETY: AVX2, FMA and AVX-VNNI were detected (has_vnni).
-                let [a, b] = unsafe {
-                    match format {
-                        QuantFormat::Q4_1 => [
-                            x86::avx2::dot_q4_1_octet(&packed, octet, &acts, 0),
-                            x86::vnni::dot_q4_1_octet(&packed, octet, &acts, 0),
-                        ],
-                        _ => [
-                            x86::avx2::dot_q5_0_octet(&packed, octet, &acts, 0),
-                            x86::vnni::dot_q5_0_octet(&packed, octet, &acts, 0),
-                        ],
-                    }
-                };
-                assert_eq!(
-                    a.map(f32::to_bits),
-                    b.map(f32::to_bits),
-                    "{format} octet {octet}"
-                );
+            // SAFETY: every build here is available on this CPU (checked above).
+            let want = unsafe { x86::kernels(Vnni::None) }[k];
+            for &vnni in &builds {
+                // SAFETY: as above.
+                let got = unsafe { x86::kernels(vnni) }[k];
+                for octet in 0..packed.octets() {
+                    assert_eq!(
+                        got(&packed, octet, &acts, 0).map(f32::to_bits),
+                        want(&packed, octet, &acts, 0).map(f32::to_bits),
+                        "{vnni:?}, {format} octet {octet}"
+                    );
+                }
             }
         }
     }
