@@ -260,7 +260,19 @@ fn octet_kernels_equal_the_single_row_ones_bit_for_bit() {
         };
         tested.push(format);
         let one = raw_dot(format).expect("an octet kernel has a single-row one");
-        for (weight_rows, cols) in [(13usize, 64usize), (8, 896), (21, 640)] {
+        // Q5_0 and Q4_1 widths of the models (and two blocks), then K-quant ones.
+        let shapes = [
+            (13usize, 64usize),
+            (8, 896),
+            (21, 640),
+            (13, 256),
+            (8, 768),
+            (21, 512),
+        ];
+        for (weight_rows, cols) in shapes {
+            if format.row_bytes(cols).is_none() {
+                continue;
+            }
             let bytes = random_matrix(format, weight_rows, cols, &mut rng);
             let row_bytes = bytes.len() / weight_rows;
             let rows = 3;
@@ -300,8 +312,13 @@ fn octet_kernels_equal_the_single_row_ones_bit_for_bit() {
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
         assert_eq!(
             tested,
-            [QuantFormat::Q4_1, QuantFormat::Q5_0],
-            "Q4_1 and Q5_0 have octet kernels with AVX2"
+            [
+                QuantFormat::Q4_1,
+                QuantFormat::Q5_0,
+                QuantFormat::Q4K,
+                QuantFormat::Q6K
+            ],
+            "Q4_1, Q5_0, Q4_K and Q6_K have octet kernels with AVX2"
         );
     }
 }
