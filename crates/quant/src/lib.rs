@@ -4,7 +4,8 @@
 //! - [`format`]: the block formats and which activation encoding each one pairs with;
 //! - [`unpack`]: a row of blocks decoded to integers and per-group scales (or to floats);
 //! - [`act`]: activations encoded to 8 bits the way ggml's CPU backend encodes them;
-//! - [`dot`]: the dot products — AVX2 on x86-64 (chosen at run time; never AVX-512 or AMX),
+//! - [`dot`]: the dot products — AVX2 on x86-64 (chosen at run time, with `vpdpbusd` in its
+//!   AVX-VNNI or AVX512-VNNI encoding where present; never 512-bit vectors or AMX),
 //!   `simd128` in wasm32 (the `simd128` module, built only there), portable loops elsewhere —
 //!   fused straight from the GGUF bytes where the format allows;
 //! - [`octet`]: for prefills, weight rows packed eight at a time so that one instruction
