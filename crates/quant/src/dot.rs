@@ -405,6 +405,29 @@ impl Vnni {
                 Vnni::Avx512 => has!("avx512vnni") && has!("avx512vl"),
             }
     }
+
+    /// The builds with `vpdpbusd` this CPU can run, the preferred first.
+    pub(crate) fn with_vpdpbusd() -> impl Iterator<Item = Vnni> {
+        [Vnni::Avx, Vnni::Avx512]
+            .into_iter()
+            .filter(|v| v.available())
+    }
+
+    /// For the tests comparing each build with `vpdpbusd` against the AVX2 one: those this CPU
+    /// can run, or `None` (having said why the test skips) when there are none.
+    #[cfg(test)]
+    pub(crate) fn builds_to_compare() -> Option<Vec<Vnni>> {
+        if !Vnni::None.available() {
+            println!("SKIPPED: this CPU has no AVX2");
+            return None;
+        }
+        let builds: Vec<Vnni> = Vnni::with_vpdpbusd().collect();
+        if builds.is_empty() {
+            println!("SKIPPED: this CPU has neither AVX-VNNI nor AVX512-VNNI");
+            return None;
+        }
+        Some(builds)
+    }
 }
 
 /// This CPU's [`Vnni`], detected once. Never AMX: this VM advertises it and faults on it.
@@ -412,12 +435,7 @@ impl Vnni {
 pub(crate) fn vnni() -> Vnni {
     use std::sync::OnceLock;
     static VNNI: OnceLock<Vnni> = OnceLock::new();
-    *VNNI.get_or_init(|| {
-        [Vnni::Avx, Vnni::Avx512]
-            .into_iter()
-            .find(|v| v.available())
-            .unwrap_or(Vnni::None)
-    })
+    *VNNI.get_or_init(|| Vnni::with_vpdpbusd().next().unwrap_or(Vnni::None))
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -973,18 +991,9 @@ mod tests {
     /// (a row with one large value rounds the others to ±127 and 0).
     #[test]
     fn vnni_kernels_equal_the_avx2_ones_bit_for_bit() {
-        if !Vnni::None.available() {
-            println!("SKIPPED: this CPU has no AVX2");
+        let Some(builds) = Vnni::builds_to_compare() else {
             return;
-        }
-        let builds: Vec<Vnni> = [Vnni::Avx, Vnni::Avx512]
-            .into_iter()
-            .filter(|v| v.available())
-            .collect();
-        if builds.is_empty() {
-            println!("SKIPPED: this CPU has neither AVX-VNNI nor AVX512-VNNI");
-            return;
-        }
+        };
         let mut rng = Rng(11);
         for cols in [32usize, 256, 768] {
             for scale in [1.0f32, 1000.0] {

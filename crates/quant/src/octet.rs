@@ -277,18 +277,9 @@ mod tests {
     /// the row kernels).
     #[test]
     fn vnni_octet_kernels_equal_the_avx2_ones_bit_for_bit() {
-        if !Vnni::None.available() {
-            println!("SKIPPED: this CPU has no AVX2");
+        let Some(builds) = Vnni::builds_to_compare() else {
             return;
-        }
-        let builds: Vec<Vnni> = [Vnni::Avx, Vnni::Avx512]
-            .into_iter()
-            .filter(|v| v.available())
-            .collect();
-        if builds.is_empty() {
-            println!("SKIPPED: this CPU has neither AVX-VNNI nor AVX512-VNNI");
-            return;
-        }
+        };
         let mut rng = Rng(3);
         let mut packed = RowOctets::new();
         for (k, format) in [QuantFormat::Q5_0, QuantFormat::Q4_1]
