@@ -107,18 +107,84 @@ pub fn argmax(v: &[f32]) -> u32 {
     best as u32
 }
 
-/// How far llama.cpp agrees with itself on one model (`self_agreement.py`): its greedy choices
-/// without repacked weights, teacher-forced on the fixture's tokens.
+/// How far llama.cpp agrees with itself on one model (`self_agreement.py`): the fixture's
+/// greedy walk teacher-forced through other settings of llama.cpp on the same GGUF (without
+/// repacked weights, with flash attention, the defaults on another CPU), each compared with
+/// the fixture.
 #[derive(Debug, Deserialize)]
 pub struct SelfAgreement {
+    /// One run of the variants per CPU instruction set it was made on.
+    pub runs: Vec<SelfAgreementRun>,
+}
+
+/// The variants as run on one CPU.
+#[derive(Debug, Deserialize)]
+pub struct SelfAgreementRun {
+    pub cpu: String,
+    /// The x86 vector extensions that chose llama.cpp's kernels.
+    pub cpu_features: Vec<String>,
+    pub variants: std::collections::BTreeMap<String, Variant>,
+}
+
+/// One setting of llama.cpp against the fixture.
+#[derive(Debug, Deserialize)]
+pub struct Variant {
+    /// Largest |variant − fixture| on the first position's 20 largest logits.
+    pub top20_max_abs: f32,
+    pub perplexity: f64,
     pub disagreements: Vec<SelfDisagreement>,
 }
 
-/// A step where llama.cpp's two builds choose different tokens.
+/// A step where the variant chooses another token than the fixture.
 #[derive(Debug, Deserialize)]
 pub struct SelfDisagreement {
     pub prompt: usize,
     pub step: usize,
+}
+
+impl SelfAgreement {
+    /// Every variant with a name saying what it is and where it ran ("flash_attn, avx2").
+    pub fn variants(&self) -> impl Iterator<Item = (String, &Variant)> {
+        self.runs.iter().flat_map(|run| {
+            let features = run.cpu_features.join(" ");
+            run.variants
+                .iter()
+                .map(move |(name, v)| (format!("{name}, {features}"), v))
+        })
+    }
+
+    /// Whether some variant of llama.cpp chooses another token than the fixture at this step:
+    /// there the fixture's choice is not one llama.cpp makes whatever its settings.
+    pub fn parts_at(&self, prompt: usize, step: usize) -> bool {
+        self.variants().any(|(_, v)| {
+            v.disagreements
+                .iter()
+                .any(|d| (d.prompt, d.step) == (prompt, step))
+        })
+    }
+
+    /// The most steps of the first `prompts` prompts on which one variant disagrees with the
+    /// fixture, with that variant's name.
+    pub fn most_disagreeing(&self, prompts: usize) -> (usize, String) {
+        self.variants()
+            .map(|(name, v)| {
+                let n = v
+                    .disagreements
+                    .iter()
+                    .filter(|d| d.prompt < prompts)
+                    .count();
+                (n, name)
+            })
+            .max()
+            .unwrap_or((0, "none".into()))
+    }
+
+    /// The largest top-20 logit difference of a variant from the fixture, with its name.
+    pub fn widest_top20(&self) -> (f32, String) {
+        self.variants()
+            .map(|(name, v)| (v.top20_max_abs, name))
+            .fold((0.0, "none".into()), |a, b| if b.0 > a.0 { b } else { a })
+    }
 }
 
 /// The self-agreement record of model `file`, with the same skip-or-fail rule as `fixture`.
