@@ -456,6 +456,16 @@ pub(crate) mod x86 {
         _mm_cvtss_f32(s)
     }
 
+    /// Sums the eight `i32` lanes of `v` (exactly: the callers' sums are far from overflow).
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn hsum_i32(v: __m256i) -> i32 {
+        let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+        let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+        let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s));
+        _mm_cvtsi128_si32(s)
+    }
+
     /// 32 values (two groups) per step: `|w|·sign(x, w)` with `maddubs`, pairs summed with
     /// `madd` into eight `i32` lanes (lanes 0–3 the first group, 4–7 the second), scaled by
     /// `scale·d` of each group and accumulated with FMA. Groups left over (an odd count) and the
@@ -800,10 +810,13 @@ pub(crate) mod x86 {
     over_rows!(dot_q4_k_tile, "avx2,fma", dot_q4_k_rows);
     over_rows!(dot_q6_k_tile, "avx2,fma", dot_q6_k_rows);
 
-    /// Q4_K against Q8_K, as [`super::dot_q4_k_portable`] computes it: per 32-value chunk,
-    /// `maddubs` of the nibbles with the activations, weighted by the chunk's 6-bit scale
-    /// (`madd`), and the activations' sum weighted by the chunk's min, all in `i32` lanes;
-    /// then one scale per block.
+    /// Q4_K against Q8_K, bit for bit as [`super::dot_q4_k_portable`] computes it: per
+    /// 32-value chunk, `maddubs` of the nibbles with the activations, weighted by the chunk's
+    /// 6-bit scale (`madd`), in `i32` lanes, and the activations' sums weighted by the chunk's
+    /// min; both exact integers for the block, then scaled once per block. (ggml's AVX2
+    /// kernel instead scales each lane's sum and adds the lanes at the end; its kernel over
+    /// repacked rows, which llama.cpp runs by default, scales whole-block integers as here,
+    /// which also lets the octet kernels of [`crate::octet`] give the same results.)
     ///
     /// `N` activation rows from `t0` at once (one in a decode, [`super::TOKENS`] in a prefill): each
     /// block's scales and nibbles are unpacked once for all of them, and each row's result is
@@ -820,22 +833,21 @@ pub(crate) mod x86 {
         let blocks = (0..N).fold(blocks, |b, k| b.min(xsum[k].len() / 16));
         let low = _mm256_set1_epi8(0x0F);
         let f16 = f16_table();
-        let mut acc = [_mm256_setzero_ps(); N];
-        let mut acc_m = [[0.0f32; 4]; N];
+        let mut total = [0.0f32; N];
         for b in 0..blocks {
             let block = &row[144 * b..144 * b + 144];
             prefetch_ahead(block);
             let packed = &block[4..16];
             let mut sumi = [_mm256_setzero_si256(); N];
-            let mut mins = [[0i32; N]; 4];
-            for (chunk, mins) in mins.iter_mut().enumerate() {
+            let mut summ = [0i32; N];
+            for chunk in 0..4 {
                 let (sc_lo, m_lo) = super::scale_min_k4(2 * chunk, packed);
                 let (sc_hi, m_hi) = super::scale_min_k4(2 * chunk + 1, packed);
                 // SAFETY: the block holds 128 nibble bytes from 16; unaligned load.
                 let q = unsafe { _mm256_loadu_si256(block.as_ptr().add(16 + 32 * chunk).cast()) };
                 let lo = _mm256_and_si256(q, low);
                 let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(q), low);
-                let (sc_lo, sc_hi) = (
+                let (sc_lo_v, sc_hi_v) = (
                     _mm256_set1_epi16(i16::from(sc_lo)),
                     _mm256_set1_epi16(i16::from(sc_hi)),
                 );
@@ -849,32 +861,28 @@ pub(crate) mod x86 {
                             _mm256_loadu_si256(x.add(32).cast()),
                         )
                     };
-                    let p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), sc_lo);
-                    let p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sc_hi);
+                    let p_lo = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, xl), sc_lo_v);
+                    let p_hi = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, xh), sc_hi_v);
                     sumi[k] = _mm256_add_epi32(sumi[k], _mm256_add_epi32(p_lo, p_hi));
                     let s = xsum[k];
-                    mins[k] = i32::from(m_lo) * (s[g] + s[g + 1])
+                    summ[k] += i32::from(m_lo) * (s[g] + s[g + 1])
                         + i32::from(m_hi) * (s[g + 2] + s[g + 3]);
                 }
             }
+            let (dw, mw) = (f16_at(f16, block, 0), f16_at(f16, block, 2));
             for k in 0..N {
-                let d = f16_at(f16, block, 0) * xd[k][16 * b];
-                let dmin = -(f16_at(f16, block, 2) * xd[k][16 * b]);
-                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
-                for (a, m) in acc_m[k].iter_mut().zip(&mins) {
-                    *a = dmin.mul_add(m[k] as f32, *a);
-                }
+                let d = dw * xd[k][16 * b];
+                let dmin = mw * xd[k][16 * b];
+                total[k] += d * hsum_i32(sumi[k]) as f32 - dmin * summ[k] as f32;
             }
         }
-        std::array::from_fn(|k| {
-            let m = &acc_m[k];
-            hsum(acc[k]) + ((m[0] + m[2]) + (m[1] + m[3]))
-        })
+        total
     }
 
-    /// Q6_K against Q8_K, as [`super::dot_q6_k_portable`] computes it: the 6-bit values
-    /// (0–63) rebuilt from nibbles and bit pairs, `maddubs` with the activations minus
-    /// `maddubs` of 32 with them (the `- 32`), weighted by the 16-value scales, in `i32` lanes.
+    /// Q6_K against Q8_K, bit for bit as [`super::dot_q6_k_portable`] computes it: the 6-bit
+    /// values (0–63) rebuilt from nibbles and bit pairs, `maddubs` with the activations minus
+    /// `maddubs` of 32 with them (the `- 32`), weighted by the 16-value scales, in `i32` lanes
+    /// added into the block's exact integer, scaled once per block (see `dot_q4_k_rows`).
     ///
     /// `N` activation rows from `t0` at once (one in a decode, [`super::TOKENS`] in a prefill): each
     /// block's six-bit values are assembled once for all of them, and each row's result is
@@ -891,7 +899,7 @@ pub(crate) mod x86 {
         let low2 = _mm256_set1_epi8(0x03);
         let m32 = _mm256_set1_epi8(32);
         let f16 = f16_table();
-        let mut acc = [_mm256_setzero_ps(); N];
+        let mut total = [0.0f32; N];
         for b in 0..blocks {
             let block = &row[210 * b..210 * b + 210];
             prefetch_ahead(block);
@@ -938,12 +946,12 @@ pub(crate) mod x86 {
                     }
                 }
             }
+            let dw = f16_at(f16, block, 208);
             for k in 0..N {
-                let d = f16_at(f16, block, 208) * xd[k][16 * b];
-                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(d), _mm256_cvtepi32_ps(sumi[k]), acc[k]);
+                total[k] += dw * xd[k][16 * b] * hsum_i32(sumi[k]) as f32;
             }
         }
-        std::array::from_fn(|k| hsum(acc[k]))
+        total
     }
 
     #[target_feature(enable = "avx2,fma")]

@@ -9,7 +9,7 @@
 //!   `simd128` in wasm32 (the `simd128` module, built only there), portable loops elsewhere —
 //!   fused straight from the GGUF bytes where the format allows;
 //! - [`octet`]: for prefills, weight rows packed eight at a time so that one instruction
-//!   multiplies eight rows (Q5_0 and Q4_1 on x86-64), bit for bit the row kernels' results;
+//!   multiplies eight rows (Q5_0, Q4_1, Q4_K and Q6_K on x86-64), bit for bit the row kernels' results;
 //! - [`matmul`] and [`pool`]: rows spread over worker threads that park between jobs;
 //! - [`sample`]: random matrices in every format, the test data every kernel is checked on.
 //!

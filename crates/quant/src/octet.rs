@@ -6,30 +6,49 @@
 //! `r` in bytes `4r…4r+3`), so one `vpdpbusd` with four broadcast activation quants gives each
 //! of eight lanes one row's four products: 32 products an instruction or three.
 //!
-//! The results are the row kernels' bit for bit: vector `l`'s products are the very integers
-//! the row kernel sums in its lane `l`, each goes to an accumulator of its own, scaled and
-//! added in the same order, and the eight accumulators are added in the order of the row
-//! kernel's horizontal sum. A prefill and the decoding steps after it thus see the same
-//! numbers whichever path a product takes.
+//! The results are the row kernels' bit for bit. For Q5_0 and Q4_1, whose row kernels scale
+//! each lane's sum: vector `l`'s products are the very integers the row kernel sums in its
+//! lane `l`, each goes to an accumulator of its own, scaled and added in the same order, and
+//! the eight accumulators are added in the order of the row kernel's horizontal sum. For
+//! Q4_K and Q6_K, whose row kernels scale each block's exact integer: the same integers,
+//! summed in another order (exactly), then scaled by the same operations. A prefill and the
+//! decoding steps after it thus see the same numbers whichever path a product takes.
 //!
-//! Formats: Q5_0 (Qwen2.5's and Gemma 3's attention and gate/up matrices) and Q4_1 (all of
-//! SmolLM2's), on x86-64 with AVX2 (and `vpdpbusd`, AVX-VNNI or AVX512-VNNI, where present).
+//! The K-quants' units carry integer scales (per 32 values in Q4_K, per 16 in Q6_K) that
+//! differ from row to row, so each unit's sums are multiplied by a vector of the eight rows'
+//! scales (`vpmulld`) before they join the block's integer: 8 or 16 multiplications per
+//! block beside 64 `vpdpbusd`.
+//!
+//! Formats: Q5_0 (Qwen2.5's and Gemma 3's attention and gate/up matrices), Q4_1 (all of
+//! SmolLM2's), Q4_K and Q6_K (Qwen2.5's and Gemma 3's down projections, Gemma 3's attention
+//! output), on x86-64 with AVX2 (and `vpdpbusd`, AVX-VNNI or AVX512-VNNI, where present).
 
 use crate::act::QuantizedActs;
 use crate::format::{QuantFormat, f16_at, f16_table};
+use crate::unpack::scale_min_k4;
 
 /// Rows of one matrix packed eight at a time (the last eight padded with zero rows).
+///
+/// Values go in units of 32 (a Q5_0 or Q4_1 block; an eighth of a Q4_K or Q6_K block), in
+/// the order of the activations they multiply.
 #[derive(Default)]
 pub struct RowOctets {
-    /// Blocks of 32 values per row.
+    /// Blocks per row (of 32 values, or of 256 for Q4_K and Q6_K).
     blocks: usize,
-    /// `[octet][block][l]`: values `4l…4l+3` of the eight rows, as unsigned bytes (Q5_0:
-    /// `w + 16`; Q4_1: the nibble).
+    /// Units of 32 values per row.
+    units: usize,
+    /// `[octet][unit][l]`: values `4l…4l+3` of the unit in the eight rows, as unsigned bytes
+    /// (Q5_0: `w + 16`; Q4_1 and Q4_K: the nibble; Q6_K: `w + 32`).
     values: Vec<[u8; 32]>,
-    /// `[octet][block]`: the eight rows' scales.
+    /// `[octet][block]`: the eight rows' scales (`d`).
     scales: Vec<[f32; 8]>,
-    /// `[octet][block]`: the eight rows' minimums (Q4_1).
+    /// `[octet][block]`: the eight rows' minimums (Q4_1: `m`; Q4_K: `dmin`).
     mins: Vec<[f32; 8]>,
+    /// `[octet][unit][half]`: the eight rows' integer scales (Q4_K: the unit's 6-bit scale,
+    /// one per unit; Q6_K: the 8-bit scales of the unit's two halves of 16 values).
+    unit_scales: Vec<[i32; 8]>,
+    /// `[octet][unit]`: the eight rows' 6-bit minimums (Q4_K).
+    unit_mins: Vec<[i32; 8]>,
 }
 
 impl RowOctets {
@@ -37,51 +56,103 @@ impl RowOctets {
     pub const fn new() -> Self {
         RowOctets {
             blocks: 0,
+            units: 0,
             values: Vec::new(),
             scales: Vec::new(),
             mins: Vec::new(),
+            unit_scales: Vec::new(),
+            unit_mins: Vec::new(),
         }
     }
 
     /// Packs `rows` (rows of `row_bytes` each in `format`), reusing this packing's buffers.
     /// Formats without an octet kernel pack nothing.
     pub fn pack(&mut self, format: QuantFormat, rows: &[u8], row_bytes: usize) {
-        let block_bytes = match format {
-            QuantFormat::Q5_0 => 22,
-            QuantFormat::Q4_1 => 20,
-            _ => usize::MAX,
+        let (block_bytes, block_units, unit_scales) = match format {
+            QuantFormat::Q5_0 => (22, 1, 0),
+            QuantFormat::Q4_1 => (20, 1, 0),
+            QuantFormat::Q4K => (144, 8, 1),
+            QuantFormat::Q6K => (210, 8, 2),
+            _ => (usize::MAX, 1, 0),
         };
         let blocks = row_bytes / block_bytes;
+        let units = blocks * block_units;
         let octets = (rows.len() / row_bytes.max(1)).div_ceil(8);
         self.blocks = blocks;
-        self.values.clear();
-        self.values.resize(octets * blocks * 8, [0; 32]);
-        self.scales.clear();
-        self.scales.resize(octets * blocks, [0.0; 8]);
-        self.mins.clear();
-        self.mins.resize(octets * blocks, [0.0; 8]);
+        self.units = units;
+        fill(&mut self.values, octets * units * 8, [0; 32]);
+        fill(&mut self.scales, octets * blocks, [0.0; 8]);
+        fill(&mut self.mins, octets * blocks, [0.0; 8]);
+        let (sc_len, min_len) = match format {
+            QuantFormat::Q4K => (octets * units, octets * units),
+            _ => (octets * units * unit_scales, 0),
+        };
+        fill(&mut self.unit_scales, sc_len, [0; 8]);
+        fill(&mut self.unit_mins, min_len, [0; 8]);
         let f16 = f16_table();
+        // One block's values, unit by unit.
+        let mut u = [[0u8; 32]; 8];
         for (i, row) in rows.chunks_exact(row_bytes.max(1)).enumerate() {
             let (octet, r) = (i / 8, i % 8);
             for (b, block) in row.chunks_exact(block_bytes).take(blocks).enumerate() {
                 let at = octet * blocks + b;
-                self.scales[at][r] = f16_at(f16, block, 0);
-                let mut u = [0u8; 32];
-                if format == QuantFormat::Q5_0 {
-                    let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
-                    for (j, &byte) in block[6..22].iter().enumerate() {
-                        u[j] = byte & 0x0F | (((qh >> j) & 1) as u8) << 4;
-                        u[j + 16] = byte >> 4 | (((qh >> (j + 16)) & 1) as u8) << 4;
+                let unit0 = octet * units + b * block_units;
+                match format {
+                    QuantFormat::Q5_0 => {
+                        self.scales[at][r] = f16_at(f16, block, 0);
+                        let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+                        for (j, &byte) in block[6..22].iter().enumerate() {
+                            u[0][j] = byte & 0x0F | (((qh >> j) & 1) as u8) << 4;
+                            u[0][j + 16] = byte >> 4 | (((qh >> (j + 16)) & 1) as u8) << 4;
+                        }
                     }
-                } else {
-                    self.mins[at][r] = f16_at(f16, block, 2);
-                    for (j, &byte) in block[4..20].iter().enumerate() {
-                        u[j] = byte & 0x0F;
-                        u[j + 16] = byte >> 4;
+                    QuantFormat::Q4_1 => {
+                        self.scales[at][r] = f16_at(f16, block, 0);
+                        self.mins[at][r] = f16_at(f16, block, 2);
+                        for (j, &byte) in block[4..20].iter().enumerate() {
+                            u[0][j] = byte & 0x0F;
+                            u[0][j + 16] = byte >> 4;
+                        }
                     }
+                    QuantFormat::Q4K => {
+                        self.scales[at][r] = f16_at(f16, block, 0);
+                        self.mins[at][r] = f16_at(f16, block, 2);
+                        // Unit `2c` is the low nibbles of bytes `16 + 32c…`, unit `2c + 1`
+                        // their high nibbles.
+                        for (k, unit) in u.iter_mut().enumerate() {
+                            let (sc, m) = scale_min_k4(k, &block[4..16]);
+                            self.unit_scales[unit0 + k][r] = i32::from(sc);
+                            self.unit_mins[unit0 + k][r] = i32::from(m);
+                            let q = &block[16 + 32 * (k / 2)..48 + 32 * (k / 2)];
+                            for (v, &byte) in unit.iter_mut().zip(q) {
+                                *v = if k % 2 == 0 { byte & 0x0F } else { byte >> 4 };
+                            }
+                        }
+                    }
+                    QuantFormat::Q6K => {
+                        self.scales[at][r] = f16_at(f16, block, 208);
+                        // Unit `4h + k` of half `h`: nibbles of `ql` (low ones for k < 2) with
+                        // bit pair `k` of `qh`, scales `8h + 2k` and `8h + 2k + 1`.
+                        for (n, unit) in u.iter_mut().enumerate() {
+                            let (h, k) = (n / 4, n % 4);
+                            let ql = &block[64 * h + 32 * (k % 2)..64 * h + 32 * (k % 2) + 32];
+                            let qh = &block[128 + 32 * h..160 + 32 * h];
+                            for (l, v) in unit.iter_mut().enumerate() {
+                                let nibble = if k < 2 { ql[l] & 0x0F } else { ql[l] >> 4 };
+                                *v = nibble | ((qh[l] >> (2 * k)) & 3) << 4;
+                            }
+                            for g in 0..2 {
+                                let sc = block[192 + 8 * h + 2 * k + g] as i8;
+                                self.unit_scales[2 * (unit0 + n) + g][r] = i32::from(sc);
+                            }
+                        }
+                    }
+                    _ => {}
                 }
-                for (l, four) in u.chunks_exact(4).enumerate() {
-                    self.values[8 * at + l][4 * r..4 * r + 4].copy_from_slice(four);
+                for (k, unit) in u[..block_units].iter().enumerate() {
+                    for (l, four) in unit.chunks_exact(4).enumerate() {
+                        self.values[8 * (unit0 + k) + l][4 * r..4 * r + 4].copy_from_slice(four);
+                    }
                 }
             }
         }
@@ -93,12 +164,18 @@ impl RowOctets {
     }
 }
 
+/// `v` cleared and refilled with `len` copies of `zero`, its allocation kept.
+fn fill<T: Copy>(v: &mut Vec<T>, len: usize, zero: T) {
+    v.clear();
+    v.resize(len, zero);
+}
+
 /// Octet `octet` of `w` times activation row `t` (encoded for `w`'s format): the eight rows'
 /// results, each bit for bit the [`crate::dot::raw_dot`] of that row (padding rows give 0).
 pub type OctetDot = fn(w: &RowOctets, octet: usize, acts: &QuantizedActs, t: usize) -> [f32; 8];
 
-/// The octet kernel for `format` on this CPU, where there is one (Q5_0 and Q4_1, with AVX2,
-/// and `vpdpbusd` in its AVX-VNNI or AVX512-VNNI encoding where present).
+/// The octet kernel for `format` on this CPU, where there is one (Q5_0, Q4_1, Q4_K and Q6_K,
+/// with AVX2, and `vpdpbusd` in its AVX-VNNI or AVX512-VNNI encoding where present).
 pub fn octet_dot(format: QuantFormat) -> Option<OctetDot> {
     #[cfg(target_arch = "x86_64")]
     if crate::dot::has_avx2() {
@@ -107,6 +184,8 @@ pub fn octet_dot(format: QuantFormat) -> Option<OctetDot> {
         return match format {
             QuantFormat::Q5_0 => Some(kernels[0]),
             QuantFormat::Q4_1 => Some(kernels[1]),
+            QuantFormat::Q4K => Some(kernels[2]),
+            QuantFormat::Q6K => Some(kernels[3]),
             _ => None,
         };
     }
@@ -217,7 +296,134 @@ mod x86 {
                 }
                 lanes_summed(&acc)
             }
+
+            /// Q4_K: per unit of 32 values, the eight rows' exact integer products (eight
+            /// `vpdpbusd` into one accumulator), times each row's 6-bit scale; the mins
+            /// times the activations' sums beside; both scaled once per block, as
+            /// `dot_q4_k_rows` does.
+            #[target_feature(enable = $features)]
+            pub(in crate::octet) fn dot_q4_k_octet(
+                w: &RowOctets,
+                octet: usize,
+                acts: &QuantizedActs,
+                t: usize,
+            ) -> [f32; 8] {
+                let (q, d, xsum) = (acts.row_q(t), acts.row_d(t), acts.row_isum(t));
+                let blocks = w
+                    .blocks
+                    .min(q.len() / 256)
+                    .min(d.len() / 16)
+                    .min(xsum.len() / 16);
+                let units = &w.values[8 * octet * w.units..8 * (octet * w.units + 8 * blocks)];
+                let unit_scales = &w.unit_scales[octet * w.units..octet * w.units + 8 * blocks];
+                let unit_mins = &w.unit_mins[octet * w.units..octet * w.units + 8 * blocks];
+                let first = octet * w.blocks;
+                let (scales, mins) = (&w.scales[first..first + blocks], &w.mins[first..]);
+                let mut total = _mm256_setzero_ps();
+                for (b, dw) in scales.iter().enumerate() {
+                    let mut sumi = _mm256_setzero_si256();
+                    let mut summ = _mm256_setzero_si256();
+                    for u in 0..8 {
+                        let unit = 8 * b + u;
+                        let (v, x) = (
+                            &units[8 * unit..8 * unit + 8],
+                            &q[32 * unit..32 * unit + 32],
+                        );
+                        let mut sums = _mm256_setzero_si256();
+                        for (l, v) in v.iter().enumerate() {
+                            // SAFETY: `v` holds 32 bytes; unaligned load.
+                            let wl = unsafe { _mm256_loadu_si256(v.as_ptr().cast()) };
+                            sums = $mul_sum(sums, wl, four(x, l));
+                        }
+                        // SAFETY: each holds 8 values; unaligned loads.
+                        let (sc, m) = unsafe {
+                            (
+                                _mm256_loadu_si256(unit_scales[unit].as_ptr().cast()),
+                                _mm256_loadu_si256(unit_mins[unit].as_ptr().cast()),
+                            )
+                        };
+                        sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(sums, sc));
+                        let xs = _mm256_set1_epi32(xsum[2 * unit] + xsum[2 * unit + 1]);
+                        summ = _mm256_add_epi32(summ, _mm256_mullo_epi32(m, xs));
+                    }
+                    // SAFETY: each holds 8 values; unaligned loads.
+                    let (dw, mw) = unsafe {
+                        (
+                            _mm256_loadu_ps(dw.as_ptr()),
+                            _mm256_loadu_ps(mins[b].as_ptr()),
+                        )
+                    };
+                    let xd = _mm256_set1_ps(d[16 * b]);
+                    let (dd, dm) = (_mm256_mul_ps(dw, xd), _mm256_mul_ps(mw, xd));
+                    let block = _mm256_sub_ps(
+                        _mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)),
+                        _mm256_mul_ps(dm, _mm256_cvtepi32_ps(summ)),
+                    );
+                    total = _mm256_add_ps(total, block);
+                }
+                stored(total)
+            }
+
+            /// Q6_K: per half of a unit (16 values), the eight rows' exact integer products
+            /// of `w + 32` (four `vpdpbusd` from −32 times the activations' sum, leaving
+            /// `Σ w·x`), times each row's scale; scaled once per block, as `dot_q6_k_rows`.
+            #[target_feature(enable = $features)]
+            pub(in crate::octet) fn dot_q6_k_octet(
+                w: &RowOctets,
+                octet: usize,
+                acts: &QuantizedActs,
+                t: usize,
+            ) -> [f32; 8] {
+                let (q, d, xsum) = (acts.row_q(t), acts.row_d(t), acts.row_isum(t));
+                let blocks = w
+                    .blocks
+                    .min(q.len() / 256)
+                    .min(d.len() / 16)
+                    .min(xsum.len() / 16);
+                let units = &w.values[8 * octet * w.units..8 * (octet * w.units + 8 * blocks)];
+                let unit_scales =
+                    &w.unit_scales[2 * octet * w.units..2 * (octet * w.units + 8 * blocks)];
+                let first = octet * w.blocks;
+                let mut total = _mm256_setzero_ps();
+                for (b, dw) in w.scales[first..first + blocks].iter().enumerate() {
+                    let mut sumi = _mm256_setzero_si256();
+                    for u in 0..8 {
+                        let unit = 8 * b + u;
+                        let (v, x) = (
+                            &units[8 * unit..8 * unit + 8],
+                            &q[32 * unit..32 * unit + 32],
+                        );
+                        for half in 0..2 {
+                            let g = 2 * unit + half;
+                            let mut sums = _mm256_set1_epi32(-32 * xsum[g]);
+                            for l in 4 * half..4 * half + 4 {
+                                // SAFETY: `v[l]` holds 32 bytes; unaligned load.
+                                let wl = unsafe { _mm256_loadu_si256(v[l].as_ptr().cast()) };
+                                sums = $mul_sum(sums, wl, four(x, l));
+                            }
+                            // SAFETY: 8 values; unaligned load.
+                            let sc = unsafe { _mm256_loadu_si256(unit_scales[g].as_ptr().cast()) };
+                            sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(sums, sc));
+                        }
+                    }
+                    // SAFETY: 8 values; unaligned load.
+                    let dw = unsafe { _mm256_loadu_ps(dw.as_ptr()) };
+                    let scale = _mm256_mul_ps(dw, _mm256_set1_ps(d[16 * b]));
+                    total = _mm256_add_ps(total, _mm256_mul_ps(scale, _mm256_cvtepi32_ps(sumi)));
+                }
+                stored(total)
+            }
         };
+    }
+
+    /// The eight lanes of `v`.
+    #[inline]
+    #[target_feature(enable = "avx")]
+    fn stored(v: __m256) -> [f32; 8] {
+        let mut out = [0.0f32; 8];
+        // SAFETY: `out` holds 8 values; unaligned store.
+        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
+        out
     }
 
     /// With AVX2 and FMA.
@@ -241,25 +447,26 @@ mod x86 {
         );
     }
 
-    /// The Q5_0 and Q4_1 octet kernels built for `vnni`.
+    /// The Q5_0, Q4_1, Q4_K and Q6_K octet kernels built for `vnni`.
     ///
     /// # Safety
     /// [`Vnni::available`] holds for `vnni`: calling a kernel runs its instructions.
-    pub(super) unsafe fn kernels(vnni: Vnni) -> [super::OctetDot; 2] {
-        // SAFETY (each `unsafe`): the caller vouches for `vnni`'s features.
+    pub(super) unsafe fn kernels(vnni: Vnni) -> [super::OctetDot; 4] {
+        macro_rules! of {
+            ($m:ident) => {
+                // SAFETY (each `unsafe`): the caller vouches for `vnni`'s features.
+                [
+                    |w, o, a, t| unsafe { $m::dot_q5_0_octet(w, o, a, t) },
+                    |w, o, a, t| unsafe { $m::dot_q4_1_octet(w, o, a, t) },
+                    |w, o, a, t| unsafe { $m::dot_q4_k_octet(w, o, a, t) },
+                    |w, o, a, t| unsafe { $m::dot_q6_k_octet(w, o, a, t) },
+                ]
+            };
+        }
         match vnni {
-            Vnni::None => [
-                |w, o, a, t| unsafe { avx2::dot_q5_0_octet(w, o, a, t) },
-                |w, o, a, t| unsafe { avx2::dot_q4_1_octet(w, o, a, t) },
-            ],
-            Vnni::Avx => [
-                |w, o, a, t| unsafe { vnni::dot_q5_0_octet(w, o, a, t) },
-                |w, o, a, t| unsafe { vnni::dot_q4_1_octet(w, o, a, t) },
-            ],
-            Vnni::Avx512 => [
-                |w, o, a, t| unsafe { vnni512::dot_q5_0_octet(w, o, a, t) },
-                |w, o, a, t| unsafe { vnni512::dot_q4_1_octet(w, o, a, t) },
-            ],
+            Vnni::None => of!(avx2),
+            Vnni::Avx => of!(vnni),
+            Vnni::Avx512 => of!(vnni512),
         }
     }
 }

@@ -260,7 +260,19 @@ fn octet_kernels_equal_the_single_row_ones_bit_for_bit() {
         };
         tested.push(format);
         let one = raw_dot(format).expect("an octet kernel has a single-row one");
-        for (weight_rows, cols) in [(13usize, 64usize), (8, 896), (21, 640)] {
+        // Q5_0 and Q4_1 widths of the models (and two blocks), then K-quant ones.
+        let shapes = [
+            (13usize, 64usize),
+            (8, 896),
+            (21, 640),
+            (13, 256),
+            (8, 768),
+            (21, 512),
+        ];
+        for (weight_rows, cols) in shapes {
+            if format.row_bytes(cols).is_none() {
+                continue;
+            }
             let bytes = random_matrix(format, weight_rows, cols, &mut rng);
             let row_bytes = bytes.len() / weight_rows;
             let rows = 3;
@@ -300,21 +312,32 @@ fn octet_kernels_equal_the_single_row_ones_bit_for_bit() {
     if std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma") {
         assert_eq!(
             tested,
-            [QuantFormat::Q4_1, QuantFormat::Q5_0],
-            "Q4_1 and Q5_0 have octet kernels with AVX2"
+            [
+                QuantFormat::Q4_1,
+                QuantFormat::Q5_0,
+                QuantFormat::Q4K,
+                QuantFormat::Q6K
+            ],
+            "Q4_1, Q5_0, Q4_K and Q6_K have octet kernels with AVX2"
         );
     }
 }
 
-/// In wasm the `simd128` Q5_0, Q4_K and Q6_K kernels give the portable loops' results bit for
-/// bit (the same exact integer per block, scaled the same way), so they change no number the
-/// browser computed before them. (On x86-64 the AVX2 kernels sum in lanes, as ggml's do: the
-/// tolerance of `fused_kernels_equal_the_portable_kernel` applies.)
-#[cfg(target_arch = "wasm32")]
-#[wasm_bindgen_test::wasm_bindgen_test]
-fn simd128_kernels_equal_the_portable_loops_bit_for_bit() {
+/// The Q4_K and Q6_K kernels (AVX2 and `simd128`), and in wasm the `simd128` Q5_0 one, give
+/// the portable loops' results bit for bit (the same exact integer per block, scaled the same
+/// way), so the native and browser builds compute the same numbers for these formats. (The
+/// AVX2 Q8_0, Q4_1 and Q5_0 kernels sum in lanes, as ggml's do: the tolerance of
+/// `fused_kernels_equal_the_portable_kernel` applies to them.)
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn block_integer_kernels_equal_the_portable_loops_bit_for_bit() {
+    let formats: &[QuantFormat] = if cfg!(target_arch = "wasm32") {
+        &[QuantFormat::Q5_0, QuantFormat::Q4K, QuantFormat::Q6K]
+    } else {
+        &[QuantFormat::Q4K, QuantFormat::Q6K]
+    };
     let mut rng = Rng(13);
-    for format in [QuantFormat::Q5_0, QuantFormat::Q4K, QuantFormat::Q6K] {
+    for &format in formats {
         // 96 and 224 (Q5_0's 3 and 7 blocks): rows the four-block steps do not divide.
         for cols in [96usize, 224, 256, 768] {
             if format.row_bytes(cols).is_none() {
