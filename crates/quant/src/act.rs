@@ -27,6 +27,12 @@ pub struct QuantizedActs {
     /// Q5_0 weights on x86-64 only: each block of 32 quants again, beside its offset lanes
     /// (see [`Q5_0Block`]), `rows × cols / 32`.
     pub q5_0_blocks: Vec<Q5_0Block>,
+    /// Integer formats in the browser build only: the quants again, widened to 16 bits,
+    /// `rows × cols`. The `simd128` kernels multiply 16-bit lanes (`i32x4.dot_i16x8_s`):
+    /// widened once per product rather than once for every weight row, the activations cost
+    /// each block's dot two loads instead of a load and two extends (see [`crate::simd128`]
+    /// for what that measured).
+    pub wide: Vec<i16>,
     /// Float formats: the (possibly half-rounded) values, `rows × cols`.
     pub values: Vec<f32>,
 }
@@ -55,6 +61,9 @@ impl QuantizedActs {
         // Only the x86-64 kernels read them; the browser's are spared the copy.
         if weights == QuantFormat::Q5_0 && cfg!(target_arch = "x86_64") {
             out.q5_0_blocks = out.q.chunks_exact(32).map(Q5_0Block::new).collect();
+        }
+        if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
+            out.wide = out.q.iter().map(|&v| i16::from(v)).collect();
         }
         out
     }
@@ -105,6 +114,31 @@ impl QuantizedActs {
         values: usize,
     ) -> ([&[i8]; N], [&[f32]; N], usize) {
         let q: [&[i8]; N] = std::array::from_fn(|k| self.row_q(t0 + k));
+        self.with_blocks(q, t0, row, block_bytes, values)
+    }
+
+    /// [`QuantizedActs::rows_and_blocks`] with the widened quants ([`QuantizedActs::wide`]).
+    #[inline]
+    pub fn wide_rows_and_blocks<const N: usize>(
+        &self,
+        t0: usize,
+        row: &[u8],
+        block_bytes: usize,
+        values: usize,
+    ) -> ([&[i16]; N], [&[f32]; N], usize) {
+        let q: [&[i16]; N] = std::array::from_fn(|k| self.row_wide(t0 + k));
+        self.with_blocks(q, t0, row, block_bytes, values)
+    }
+
+    #[inline]
+    fn with_blocks<'a, T, const N: usize>(
+        &'a self,
+        q: [&'a [T]; N],
+        t0: usize,
+        row: &[u8],
+        block_bytes: usize,
+        values: usize,
+    ) -> ([&'a [T]; N], [&'a [f32]; N], usize) {
         let d: [&[f32]; N] = std::array::from_fn(|k| self.row_d(t0 + k));
         let blocks = (0..N).fold(row.len() / block_bytes.max(1), |b, k| {
             b.min(q[k].len() / values.max(1))
@@ -116,6 +150,14 @@ impl QuantizedActs {
     /// Quants of row `r`.
     pub fn row_q(&self, r: usize) -> &[i8] {
         &self.q[r * self.cols..(r + 1) * self.cols]
+    }
+
+    /// Widened quants of row `r` (see [`QuantizedActs::wide`]; empty outside the browser
+    /// build).
+    pub fn row_wide(&self, r: usize) -> &[i16] {
+        self.wide
+            .get(r * self.cols..(r + 1) * self.cols)
+            .unwrap_or(&[])
     }
 
     /// Group scales of row `r`.

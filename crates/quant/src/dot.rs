@@ -119,13 +119,13 @@ pub fn raw_dot(format: QuantFormat) -> Option<RawDot> {
     {
         use crate::simd128;
         return match format {
-            QuantFormat::Q8_0 => Some(|r, a, t| simd128::dot_q8_0(r, a.row_q(t), a.row_d(t))),
+            QuantFormat::Q8_0 => Some(|r, a, t| simd128::dot_q8_0(r, a.row_wide(t), a.row_d(t))),
             QuantFormat::Q4_1 => {
-                Some(|r, a, t| simd128::dot_q4_1(r, a.row_q(t), a.row_d(t), a.row_sum(t)))
+                Some(|r, a, t| simd128::dot_q4_1(r, a.row_wide(t), a.row_d(t), a.row_sum(t)))
             }
-            QuantFormat::Q5_0 => Some(|r, a, t| simd128::dot_q5_0(r, a.row_q(t), a.row_d(t))),
+            QuantFormat::Q5_0 => Some(|r, a, t| simd128::dot_q5_0(r, a.row_wide(t), a.row_d(t))),
             QuantFormat::Q4K => {
-                Some(|r, a, t| simd128::dot_q4_k(r, a.row_q(t), a.row_d(t), a.row_isum(t)))
+                Some(|r, a, t| simd128::dot_q4_k(r, a.row_wide(t), a.row_d(t), a.row_isum(t)))
             }
             QuantFormat::Q6K => Some(|r, a, t| simd128::dot_q6_k::<1>(r, a, t)[0]),
             _ => portable_raw_dot(format),

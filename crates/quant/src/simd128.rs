@@ -13,6 +13,15 @@
 //! 4.9 (Q4_1), 3.7 to 7.0 (Q4_K) and 5.0 to 5.2 (Q6_K); over weights already in the cache
 //! Q8_0 and Q4_1 got slower (10.5 to 8.1, 8.9 to 6.3), which a decode never sees.
 //!
+//! The kernels read the activations already widened to 16 bits ([`QuantizedActs::wide`],
+//! made once per product), all but Q4_K's over four rows, and the single-row kernels of
+//! Q8_0, Q4_1 and Q5_0 walk raw pointers: V8 kept every bounds check of the indexed loops
+//! (read off `node --print-wasm-code-function-index`). Under Node, one thread, weights of
+//! 48 MB, best of three runs alternating with the build before: single-row GMAC/s went
+//! from 4.4 to 5.7 (Q5_0), 5.3 to 8.3 (Q8_0), 5.0 to 6.3 (Q4_1), 4.7 to 7.1 (Q4_K) and
+//! 4.0 to 4.3 (Q6_K); over 64 rows Q4_1 from 9.2 to 9.9, Q5_0 and Q6_K unchanged within the
+//! noise. Q4_K's four-row kernel measured slower on widened activations and keeps bytes.
+//!
 //! Q4_1, Q5_0, Q4_K and Q6_K also have kernels over four activation rows (a prefill), each
 //! row's result the single-row kernel's bit for bit. Those of Q4_1, Q5_0 and Q4_K follow
 //! each row with a pointer: indexing each row's slices, V8 ran them no faster than one row
@@ -47,6 +56,46 @@ fn dot_i8x16(a: v128, b: v128) -> v128 {
         i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), i16x8_extend_low_i8x16(b)),
         i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), i16x8_extend_high_i8x16(b)),
     )
+}
+
+/// The `f16` at `p` through `table` ([`f16_at`] without its bounds check).
+///
+/// # Safety
+/// `p` must point to two readable bytes.
+#[inline(always)]
+unsafe fn f16_at_ptr(table: &[f32; 1 << 16], p: *const u8) -> f32 {
+    // SAFETY: the caller guarantees two bytes; the load needs no alignment.
+    table[usize::from(u16::from_le(unsafe { p.cast::<u16>().read_unaligned() }))]
+}
+
+/// Loads 16 widened activation quants ([`QuantizedActs::wide`]): values 0–7, then 8–15.
+///
+/// # Safety
+/// `x` must point to 16 readable values.
+#[inline(always)]
+unsafe fn load_wide(x: *const i16) -> [v128; 2] {
+    // SAFETY: the caller guarantees 16 values; v128 loads need no alignment.
+    unsafe { [v128_load(x.cast()), v128_load(x.add(8).cast())] }
+}
+
+/// [`load_wide`] of `x[at..at + 16]`.
+#[inline(always)]
+fn wide_at(x: &[i16], at: usize) -> [v128; 2] {
+    let x = &x[at..at + 16];
+    // SAFETY: `x` holds 16 values.
+    unsafe { load_wide(x.as_ptr()) }
+}
+
+/// `Σ a[i]·x[i]` over 16 signed bytes `a` and 16 widened quants `x`, in four `i32` lanes.
+#[inline(always)]
+fn dot_wide(a: v128, x: [v128; 2]) -> v128 {
+    dot_widened_wide(widen(a), x)
+}
+
+/// `Σ a[i]·x[i]` over 16 values both already widened, in four `i32` lanes.
+#[inline(always)]
+fn dot_widened_wide(a: [v128; 2], x: [v128; 2]) -> v128 {
+    i32x4_add(i32x4_dot_i16x8(a[0], x[0]), i32x4_dot_i16x8(a[1], x[1]))
 }
 
 pub(crate) fn dot_int(rows: &IntRows<'_>) -> f32 {
@@ -84,25 +133,26 @@ fn blocks_ahead<T>(blocks: usize, load: impl Fn(usize) -> T, mut work: impl FnMu
     }
 }
 
-pub(crate) fn dot_q8_0(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+pub(crate) fn dot_q8_0(row: &[u8], xq: &[i16], xd: &[f32]) -> f32 {
     let f16 = f16_table();
     let blocks = (row.len() / 34).min(xq.len() / 32).min(xd.len() / 2);
-    let load = |b: usize| {
-        let (block, x) = (&row[34 * b..34 * b + 34], &xq[32 * b..32 * b + 32]);
-        // SAFETY: `block[2..]` and `x` hold 32 bytes each.
-        unsafe {
-            [
-                load16(&block[2..]),
-                load16(&block[18..]),
-                load16(x),
-                load16(&x[16..]),
-            ]
-        }
+    let (w, x, xd) = (row.as_ptr(), xq.as_ptr(), xd.as_ptr());
+    // SAFETY (both closures): called for `b < blocks` only, and each slice holds `blocks`
+    // blocks: 34 bytes of `row`, 32 quants of `xq` and two scales of `xd` each.
+    let load = |b: usize| unsafe {
+        let block = w.add(34 * b);
+        [
+            v128_load(block.add(2).cast()),
+            v128_load(block.add(18).cast()),
+        ]
     };
     let mut acc = f32x4_splat(0.0);
-    blocks_ahead(blocks, load, |b, [w0, w1, x0, x1]| {
-        let sums = i32x4_add(dot_i8x16(w0, x0), dot_i8x16(w1, x1));
-        let scale = f16_at(f16, &row[34 * b..], 0) * xd[2 * b];
+    blocks_ahead(blocks, load, |b, [w0, w1]| unsafe {
+        let sums = i32x4_add(
+            dot_wide(w0, load_wide(x.add(32 * b))),
+            dot_wide(w1, load_wide(x.add(32 * b + 16))),
+        );
+        let scale = f16_at_ptr(f16, w.add(34 * b)) * *xd.add(2 * b);
         acc = f32x4_add(
             acc,
             f32x4_mul(f32x4_convert_i32x4(sums), f32x4_splat(scale)),
@@ -111,33 +161,35 @@ pub(crate) fn dot_q8_0(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
     hsum(acc)
 }
 
-pub(crate) fn dot_q4_1(row: &[u8], xq: &[i8], xd: &[f32], xsum: &[f32]) -> f32 {
+pub(crate) fn dot_q4_1(row: &[u8], xq: &[i16], xd: &[f32], xsum: &[f32]) -> f32 {
     let f16 = f16_table();
     let low = u8x16_splat(0x0F);
     let blocks = (row.len() / 20)
         .min(xq.len() / 32)
         .min(xd.len() / 2)
         .min(xsum.len() / 2);
-    let load = |b: usize| {
-        let (block, x) = (&row[20 * b..20 * b + 20], &xq[32 * b..32 * b + 32]);
-        // SAFETY: `block[4..]` holds 16 bytes and `x` 32.
-        unsafe { [load16(&block[4..]), load16(x), load16(&x[16..])] }
-    };
+    let (w, x, xd, xsum) = (row.as_ptr(), xq.as_ptr(), xd.as_ptr(), xsum.as_ptr());
+    // SAFETY (both closures): called for `b < blocks` only, and each slice holds `blocks`
+    // blocks: 20 bytes of `row`, 32 quants of `xq`, two scales and sums of `xd` and `xsum`.
+    let load = |b: usize| unsafe { v128_load(w.add(20 * b + 4).cast()) };
     let mut acc = f32x4_splat(0.0);
     let mut mins = 0.0f32;
-    blocks_ahead(blocks, load, |b, [packed, x0, x1]| {
+    blocks_ahead(blocks, load, |b, packed| unsafe {
         // Nibbles 0–15 are the same as signed or unsigned bytes.
         let lo = v128_and(packed, low);
         let hi = u8x16_shr(packed, 4);
-        let sums = i32x4_add(dot_i8x16(lo, x0), dot_i8x16(hi, x1));
-        let block = &row[20 * b..20 * b + 20];
-        let dw = f16_at(f16, block, 0);
-        let mw = f16_at(f16, block, 2);
+        let sums = i32x4_add(
+            dot_wide(lo, load_wide(x.add(32 * b))),
+            dot_wide(hi, load_wide(x.add(32 * b + 16))),
+        );
+        let block = w.add(20 * b);
+        let dw = f16_at_ptr(f16, block);
+        let mw = f16_at_ptr(f16, block.add(2));
         acc = f32x4_add(
             acc,
-            f32x4_mul(f32x4_convert_i32x4(sums), f32x4_splat(dw * xd[2 * b])),
+            f32x4_mul(f32x4_convert_i32x4(sums), f32x4_splat(dw * *xd.add(2 * b))),
         );
-        mins += mw * (xsum[2 * b] + xsum[2 * b + 1]);
+        mins += mw * (*xsum.add(2 * b) + *xsum.add(2 * b + 1));
     });
     hsum(acc) + mins
 }
@@ -158,12 +210,12 @@ pub(crate) fn dot_q4_1_rows<const N: usize>(
     acts: &QuantizedActs,
     t0: usize,
 ) -> [f32; N] {
-    let (q, d, blocks) = acts.rows_and_blocks::<N>(t0, row, 20, 32);
+    let (q, d, blocks) = acts.wide_rows_and_blocks::<N>(t0, row, 20, 32);
     let sums: [&[f32]; N] = std::array::from_fn(|k| acts.row_sum(t0 + k));
     let blocks = (0..N).fold(blocks, |b, k| b.min(sums[k].len() / 2));
     let f16 = f16_table();
     let low = u8x16_splat(0x0F);
-    let mut x: [*const i8; N] = std::array::from_fn(|k| q[k].as_ptr());
+    let mut x: [*const i16; N] = std::array::from_fn(|k| q[k].as_ptr());
     let mut xd: [*const f32; N] = std::array::from_fn(|k| d[k].as_ptr());
     let mut xs: [*const f32; N] = std::array::from_fn(|k| sums[k].as_ptr());
     let mut acc = [f32x4_splat(0.0); N];
@@ -177,9 +229,9 @@ pub(crate) fn dot_q4_1_rows<const N: usize>(
             // SAFETY: fewer than `blocks` blocks were passed, so row `k` holds 32 more quants
             // from `x[k]` and two more scales and sums from `xd[k]` and `xs[k]`.
             let (sums, scale, s0, s1) = unsafe {
-                let (x0, x1) = (v128_load(x[k].cast()), v128_load(x[k].add(16).cast()));
+                let (x0, x1) = (load_wide(x[k]), load_wide(x[k].add(16)));
                 let found = (
-                    i32x4_add(dot_widened(lo, x0), dot_widened(hi, x1)),
+                    i32x4_add(dot_widened_wide(lo, x0), dot_widened_wide(hi, x1)),
                     *xd[k],
                     *xs[k],
                     *xs[k].add(1),
@@ -202,25 +254,26 @@ pub(crate) fn dot_q4_1_rows<const N: usize>(
 /// [`crate::dot::dot_q5_0_portable`] with the block's products in `i32` lanes: the same exact
 /// integer a block, scaled the same way, so the same result bit for bit. [`AHEAD`] blocks'
 /// lanes are summed together, lane `k` block `k`'s integer.
-pub(crate) fn dot_q5_0(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
+pub(crate) fn dot_q5_0(row: &[u8], xq: &[i16], xd: &[f32]) -> f32 {
     let f16 = f16_table();
     let blocks = (row.len() / 22).min(xq.len() / 32).min(xd.len() / 2);
-    let load = |b: usize| {
-        let x = &xq[32 * b..32 * b + 32];
-        // SAFETY: `x` holds 32 bytes.
-        let (x0, x1) = unsafe { (load16(x), load16(&x[16..])) };
-        (q5_0_load(&row[22 * b..22 * b + 22]), x0, x1)
-    };
-    let lanes = |(bits, x0, x1): (Q5_0Bits, v128, v128)| {
+    let (w, x, xd) = (row.as_ptr(), xq.as_ptr(), xd.as_ptr());
+    // SAFETY (the three closures): called for `b < blocks` only, and each slice holds
+    // `blocks` blocks: 22 bytes of `row`, 32 quants of `xq` and two scales of `xd` each.
+    let load = |b: usize| unsafe { q5_0_load_at(w.add(22 * b)) };
+    let lanes = |b: usize, bits: Q5_0Bits| unsafe {
         let [w_lo, w_hi] = q5_0_values(bits);
-        i32x4_add(dot_i8x16(w_lo, x0), dot_i8x16(w_hi, x1))
+        i32x4_add(
+            dot_wide(w_lo, load_wide(x.add(32 * b))),
+            dot_wide(w_hi, load_wide(x.add(32 * b + 16))),
+        )
     };
-    let scale = |b: usize| f16_at(f16, &row[22 * b..], 0) * xd[2 * b];
+    let scale = |b: usize| unsafe { f16_at_ptr(f16, w.add(22 * b)) * *xd.add(2 * b) };
     let mut total = 0.0f32;
     let mut b = 0;
     while b + AHEAD <= blocks {
         let loaded: [_; AHEAD] = std::array::from_fn(|k| load(b + k));
-        let sums = sum_lanes_of_four(loaded.map(lanes));
+        let sums = sum_lanes_of_four(std::array::from_fn(|k| lanes(b + k, loaded[k])));
         let scales = f32x4(scale(b), scale(b + 1), scale(b + 2), scale(b + 3));
         // Each block's `scale * isum` rounded once, added in block order: as the portable loop.
         let products = f32x4_mul(scales, f32x4_convert_i32x4(sums));
@@ -231,7 +284,7 @@ pub(crate) fn dot_q5_0(row: &[u8], xq: &[i8], xd: &[f32]) -> f32 {
         b += AHEAD;
     }
     for b in b..blocks {
-        total += scale(b) * hsum_i32(lanes(load(b))) as f32;
+        total += scale(b) * hsum_i32(lanes(b, load(b))) as f32;
     }
     total
 }
@@ -256,6 +309,21 @@ fn sum_lanes_of_four(v: [v128; 4]) -> v128 {
 struct Q5_0Bits {
     qh: u32,
     packed: v128,
+}
+
+/// Loads the Q5_0 block at `block`.
+///
+/// # Safety
+/// `block` must point to 22 readable bytes.
+#[inline(always)]
+unsafe fn q5_0_load_at(block: *const u8) -> Q5_0Bits {
+    // SAFETY: the caller guarantees the block's 22 bytes; neither load needs alignment.
+    unsafe {
+        Q5_0Bits {
+            qh: block.add(2).cast::<u32>().read_unaligned().to_le(),
+            packed: v128_load(block.add(6).cast()),
+        }
+    }
 }
 
 /// Loads a Q5_0 block (22 bytes).
@@ -299,9 +367,9 @@ pub(crate) fn dot_q5_0_rows<const N: usize>(
     acts: &QuantizedActs,
     t0: usize,
 ) -> [f32; N] {
-    let (q, d, blocks) = acts.rows_and_blocks::<N>(t0, row, 22, 32);
+    let (q, d, blocks) = acts.wide_rows_and_blocks::<N>(t0, row, 22, 32);
     let f16 = f16_table();
-    let mut x: [*const i8; N] = std::array::from_fn(|k| q[k].as_ptr());
+    let mut x: [*const i16; N] = std::array::from_fn(|k| q[k].as_ptr());
     let mut xd: [*const f32; N] = std::array::from_fn(|k| d[k].as_ptr());
     let mut total = [0.0f32; N];
     for block in row[..22 * blocks].chunks_exact(22) {
@@ -311,9 +379,12 @@ pub(crate) fn dot_q5_0_rows<const N: usize>(
             // SAFETY: fewer than `blocks` blocks were passed, so row `k`'s quants hold 32 more
             // from `x[k]` and its scales two more from `xd[k]` (`rows_and_blocks`).
             let (isum, scale) = unsafe {
-                let (x0, x1) = (v128_load(x[k].cast()), v128_load(x[k].add(16).cast()));
+                let (x0, x1) = (load_wide(x[k]), load_wide(x[k].add(16)));
                 let found = (
-                    hsum_i32(i32x4_add(dot_widened(w_lo, x0), dot_widened(w_hi, x1))),
+                    hsum_i32(i32x4_add(
+                        dot_widened_wide(w_lo, x0),
+                        dot_widened_wide(w_hi, x1),
+                    )),
                     *xd[k],
                 );
                 x[k] = x[k].add(32);
@@ -329,7 +400,7 @@ pub(crate) fn dot_q5_0_rows<const N: usize>(
 /// [`crate::dot::dot_q4_k_portable`] with the products in `i32` lanes, each chunk's weighted by
 /// its 6-bit scales there, and the mins against the activations' group sums (`isum`):
 /// the same exact integers a block, so the same result bit for bit.
-pub(crate) fn dot_q4_k(row: &[u8], xq: &[i8], xd: &[f32], isum: &[i32]) -> f32 {
+pub(crate) fn dot_q4_k(row: &[u8], xq: &[i16], xd: &[f32], isum: &[i32]) -> f32 {
     let f16 = f16_table();
     let low = u8x16_splat(0x0F);
     let mut total = 0.0f32;
@@ -347,25 +418,15 @@ pub(crate) fn dot_q4_k(row: &[u8], xq: &[i8], xd: &[f32], isum: &[i32]) -> f32 {
         for chunk in 0..4 {
             let (sc_lo, m_lo) = scale_min_k4(2 * chunk, packed);
             let (sc_hi, m_hi) = scale_min_k4(2 * chunk + 1, packed);
-            let x = &x[64 * chunk..64 * chunk + 64];
-            // SAFETY: `x` holds 64 bytes.
-            let (q0, q1, x0, x1, x2, x3) = unsafe {
-                (
-                    nib[2 * chunk],
-                    nib[2 * chunk + 1],
-                    load16(x),
-                    load16(&x[16..]),
-                    load16(&x[32..]),
-                    load16(&x[48..]),
-                )
-            };
+            let (q0, q1) = (nib[2 * chunk], nib[2 * chunk + 1]);
+            let x = |i: usize| wide_at(x, 64 * chunk + 16 * i);
             let lo = i32x4_add(
-                dot_i8x16(v128_and(q0, low), x0),
-                dot_i8x16(v128_and(q1, low), x1),
+                dot_wide(v128_and(q0, low), x(0)),
+                dot_wide(v128_and(q1, low), x(1)),
             );
             let hi = i32x4_add(
-                dot_i8x16(u8x16_shr(q0, 4), x2),
-                dot_i8x16(u8x16_shr(q1, 4), x3),
+                dot_wide(u8x16_shr(q0, 4), x(2)),
+                dot_wide(u8x16_shr(q1, 4), x(3)),
             );
             sumi = i32x4_add(
                 sumi,
@@ -456,11 +517,6 @@ pub(crate) fn dot_q4_k_rows<const N: usize>(
     total
 }
 
-/// 16 signed bytes widened to 16 bits: low half, high half.
-fn widen(a: v128) -> [v128; 2] {
-    [i16x8_extend_low_i8x16(a), i16x8_extend_high_i8x16(a)]
-}
-
 /// `Σ a[i]·b[i]` over 16 signed bytes, `a` already widened, in four `i32` lanes.
 fn dot_widened(a: [v128; 2], b: v128) -> v128 {
     i32x4_add(
@@ -469,10 +525,15 @@ fn dot_widened(a: [v128; 2], b: v128) -> v128 {
     )
 }
 
+/// 16 signed bytes widened to 16 bits: low half, high half.
+fn widen(a: v128) -> [v128; 2] {
+    [i16x8_extend_low_i8x16(a), i16x8_extend_high_i8x16(a)]
+}
+
 /// Q6_K super-blocks, as [`crate::dot::dot_q6_k_portable`]: each group of 16 products
 /// weighted by its scale in the `i32` lanes.
 pub(crate) fn dot_q6_k<const N: usize>(row: &[u8], acts: &QuantizedActs, t0: usize) -> [f32; N] {
-    let (q, d, blocks) = acts.rows_and_blocks::<N>(t0, row, 210, 256);
+    let (q, d, blocks) = acts.wide_rows_and_blocks::<N>(t0, row, 210, 256);
     let f16 = f16_table();
     let (low, two) = (u8x16_splat(0x0F), u8x16_splat(0x03));
     let thirty_two = i8x16_splat(32);
@@ -509,9 +570,9 @@ pub(crate) fn dot_q6_k<const N: usize>(row: &[u8], acts: &QuantizedActs, t0: usi
                 for k in 0..N {
                     let x = &q[k][256 * b + 128 * half..256 * b + 128 * half + 128];
                     for j in 0..4 {
-                        // SAFETY: `x` holds 128 values, so 16 from `32 j + 16 g`.
-                        let xs = unsafe { load16(&x[32 * j + 16 * g..]) };
-                        sumi[k] = i32x4_add(sumi[k], i32x4_mul(dot_widened(w[j], xs), scales[j]));
+                        let xs = wide_at(x, 32 * j + 16 * g);
+                        sumi[k] =
+                            i32x4_add(sumi[k], i32x4_mul(dot_widened_wide(w[j], xs), scales[j]));
                     }
                 }
             }
