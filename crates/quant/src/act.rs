@@ -27,11 +27,11 @@ pub struct QuantizedActs {
     /// Q5_0 weights on x86-64 only: each block of 32 quants again, beside its offset lanes
     /// (see [`Q5_0Block`]), `rows × cols / 32`.
     pub q5_0_blocks: Vec<Q5_0Block>,
-    /// Integer formats in the browser build only: the quants again, widened to 16 bits,
-    /// `rows × cols`. The `simd128` kernels multiply 16-bit lanes (`i32x4.dot_i16x8_s`):
-    /// widened once per product rather than once for every weight row, the activations cost
-    /// each block's dot two loads instead of a load and two extends (see [`crate::simd128`]
-    /// for what that measured).
+    /// Q8_0, Q4_1, Q5_0, Q4_K and Q6_K weights in the browser build only: the quants again,
+    /// widened to 16 bits, `rows × cols`. The `simd128` kernels multiply 16-bit lanes
+    /// (`i32x4.dot_i16x8_s`): widened once per product rather than once for every weight
+    /// row, the activations cost each block's dot two loads instead of a load and two
+    /// extends (see [`crate::simd128`] for what that measured).
     pub wide: Vec<i16>,
     /// Float formats: the (possibly half-rounded) values, `rows × cols`.
     pub values: Vec<f32>,
@@ -62,7 +62,16 @@ impl QuantizedActs {
         if weights == QuantFormat::Q5_0 && cfg!(target_arch = "x86_64") {
             out.q5_0_blocks = out.q.chunks_exact(32).map(Q5_0Block::new).collect();
         }
-        if cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
+        // Only the `simd128` kernels of these formats read them (the others read bytes).
+        let reads_wide = matches!(
+            weights,
+            QuantFormat::Q8_0
+                | QuantFormat::Q4_1
+                | QuantFormat::Q5_0
+                | QuantFormat::Q4K
+                | QuantFormat::Q6K
+        );
+        if reads_wide && cfg!(all(target_arch = "wasm32", target_feature = "simd128")) {
             out.wide = out.q.iter().map(|&v| i16::from(v)).collect();
         }
         out

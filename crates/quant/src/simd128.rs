@@ -329,11 +329,9 @@ unsafe fn q5_0_load_at(block: *const u8) -> Q5_0Bits {
 /// Loads a Q5_0 block (22 bytes).
 #[inline(always)]
 fn q5_0_load(block: &[u8]) -> Q5_0Bits {
-    Q5_0Bits {
-        qh: u32::from_le_bytes([block[2], block[3], block[4], block[5]]),
-        // SAFETY: `block[6..]` holds 16 bytes (a Q5_0 block is 22).
-        packed: unsafe { load16(&block[6..22]) },
-    }
+    let block = &block[..22];
+    // SAFETY: `block` holds the block's 22 bytes.
+    unsafe { q5_0_load_at(block.as_ptr()) }
 }
 
 /// The 32 signed values (`nibble | fifth bit << 4`, minus 16) of a Q5_0 block: values 0–15,
