@@ -148,26 +148,53 @@ fn attention_kernel(device: &Device) -> bool {
 
 /// Keys and values of every past position for one layer, allocated once at full capacity and
 /// written in place as tokens arrive.
+///
+/// On the CPU (where it has the loops for it, [`fused::f16_cache_applies`]) the cache holds
+/// `f16`s in the layout of [`fused::F16CacheOps`]; elsewhere `f32`s (the same `f16` values),
+/// `[kv_heads, capacity, head_dim]` each.
 #[derive(Module, Debug)]
 pub struct KvCache {
-    /// `[kv_heads, capacity, head_dim]`.
     keys: Tensor<3>,
-    /// `[kv_heads, capacity, head_dim]`.
     values: Tensor<3>,
+    /// Positions the cache holds.
+    #[module(skip)]
+    capacity: usize,
+    /// Whether the cache is in `f16` ([`fused::F16CacheOps`]).
+    #[module(skip)]
+    half: bool,
 }
 
 impl KvCache {
     /// A zeroed cache for `capacity` positions.
     pub fn new(kv_heads: usize, capacity: usize, head_dim: usize, device: &Device) -> KvCache {
+        if fused::f16_cache_applies(head_dim, device) {
+            // Whole tiles of keys: positions past `capacity` are never read as keys.
+            let positions = capacity.div_ceil(fused::KEY_TILE) * fused::KEY_TILE;
+            let tiles = positions / fused::KEY_TILE;
+            let zeros = |dims: [usize; 3]| Tensor::<3>::zeros(dims, device).cast(FloatDType::F16);
+            return KvCache {
+                keys: zeros([kv_heads, tiles * head_dim, fused::KEY_TILE]),
+                values: zeros([kv_heads, positions, head_dim]),
+                capacity,
+                half: true,
+            };
+        }
+        KvCache::f32(kv_heads, capacity, head_dim, device)
+    }
+
+    /// A zeroed `f32` cache, `[kv_heads, capacity, head_dim]` each.
+    fn f32(kv_heads: usize, capacity: usize, head_dim: usize, device: &Device) -> KvCache {
         KvCache {
             keys: Tensor::zeros([kv_heads, capacity, head_dim], device),
             values: Tensor::zeros([kv_heads, capacity, head_dim], device),
+            capacity,
+            half: false,
         }
     }
 
     /// Positions the cache holds.
     pub fn capacity(&self) -> usize {
-        self.keys.dims()[1]
+        self.capacity
     }
 
     /// Stores `k`, `v` at positions `start..`, rounded to `f16` (llama.cpp's default cache
@@ -175,12 +202,15 @@ impl KvCache {
     ///
     /// # Shapes
     /// - `k`, `v`: `[tokens, kv_heads, head_dim]`
-    /// - outputs: `[kv_heads, capacity, head_dim]`
     pub fn append(&mut self, k: Tensor<3>, v: Tensor<3>, start: usize) -> (Tensor<3>, Tensor<3>) {
         // Moved out, so the kernels find the caches unshared and write them in place.
         let keys = std::mem::replace(&mut self.keys, Tensor::empty([0, 0, 0], &k.device()));
         let values = std::mem::replace(&mut self.values, Tensor::empty([0, 0, 0], &k.device()));
-        let (keys, values) = fused::cache_write(keys, values, k, v, start);
+        let (keys, values) = if self.half {
+            fused::f16_cache_write(keys, values, k, v, start)
+        } else {
+            fused::cache_write(keys, values, k, v, start)
+        };
         self.keys = keys.clone();
         self.values = values.clone();
         (keys, values)
@@ -244,12 +274,23 @@ impl Attention {
         }
         let (q, k) = rope.forward(q, k, start);
         let (keys, values) = cache.append(k, v, start);
+        let window = self.window.unwrap_or(0);
         #[cfg(feature = "wgpu")]
         if attention_kernel(&keys.device()) {
-            let window = self.window.unwrap_or(0);
             return self
                 .o
                 .forward(fused::attention(q, keys, values, start, window, self.scale));
+        }
+        if cache.half {
+            // A decoding step, or a few tokens at once: the tokens the matmul path would
+            // multiply in one product per kv head (it cuts longer runs across threads).
+            let rows = h / kvh * tokens;
+            if tokens < 2 * MIN_RUN && fused::f16_attention_applies(rows, start + tokens) {
+                let out = fused::f16_attention(q, keys, values, start, window, self.scale);
+                return self.o.forward(out);
+            }
+            let (keys, values) = fused::f16_cache_read(keys, values, start + tokens);
+            return self.o.forward(self.with_matmuls(q, keys, values, start));
         }
         self.o.forward(self.with_matmuls(q, keys, values, start))
     }
@@ -475,6 +516,84 @@ mod tests {
                     b.to_bits(),
                     "window {window:?}, step value {i}"
                 );
+            }
+        }
+    }
+
+    #[test]
+    fn f16_cache_attention_equals_the_f32_products_bit_for_bit() {
+        let device = Device::flex();
+        // (query heads, kv heads, head dim, window): SmolLM2's, Qwen2.5's and Gemma 3's
+        // shapes (Gemma 3's local layers with a short window).
+        for (heads, kv_heads, dim, window) in [
+            (9, 3, 64, None),
+            (14, 2, 64, None),
+            (4, 1, 256, None),
+            (4, 1, 256, Some(40)),
+        ] {
+            if !fused::f16_cache_applies(dim, &device) {
+                eprintln!("SKIPPED: no f16 cache on this CPU (AVX2, FMA and F16C needed)");
+                return;
+            }
+            let capacity = 1_100;
+            let mut half = KvCache::new(kv_heads, capacity, dim, &device);
+            let mut full = KvCache::f32(kv_heads, capacity, dim, &device);
+            assert!(half.half && !full.half);
+            // Every position written at once; each step reads those up to its own.
+            let k = tensor3([capacity, kv_heads, dim], 4, &device);
+            let v = tensor3([capacity, kv_heads, dim], 5, &device);
+            let (keys_h, values_h) = half.append(k.clone(), v.clone(), 0);
+            let (keys_f, values_f) = full.append(k, v, 0);
+            let data = |t: Tensor<3>| t.into_data().try_to_vec::<f32>().expect("f32");
+            let data2 = |t: Tensor<2>| t.into_data().try_to_vec::<f32>().expect("f32");
+            let attention = MatmulAttention {
+                kv_heads,
+                scale: 0.125,
+                window,
+            };
+            let group = heads / kv_heads;
+            // Decoding steps at positions around gemm's thresholds (256 scores, depths of
+            // 512 and 1,024 keys), and steps of a few tokens at once.
+            let steps = [
+                3usize, 15, 16, 63, 64, 85, 300, 511, 512, 600, 1_023, 1_024, 1_099,
+            ]
+            .map(|start| (start, 1))
+            .into_iter()
+            .chain([(0, 5), (40, 3), (509, 7), (1_000, 31)]);
+            for (start, tokens) in steps {
+                let total = start + tokens;
+                let (k_read, v_read) =
+                    fused::f16_cache_read(keys_h.clone(), values_h.clone(), total);
+                let slice = |t: &Tensor<3>| t.clone().slice([0..kv_heads, 0..total, 0..dim]);
+                for (read, want) in [
+                    (k_read.clone(), slice(&keys_f)),
+                    (v_read.clone(), slice(&values_f)),
+                ] {
+                    let (read, want) = (data(read), data(want));
+                    assert!(
+                        read.iter()
+                            .zip(&want)
+                            .all(|(a, b)| a.to_bits() == b.to_bits())
+                    );
+                }
+                let q = tensor3([tokens, heads, dim], (start + tokens) as u32 + 6, &device);
+                let want =
+                    data2(attention.forward(q.clone(), keys_f.clone(), values_f.clone(), start));
+                let read = data2(attention.forward(q.clone(), k_read, v_read, start));
+                let at =
+                    format!("{heads}/{kv_heads}×{dim}, window {window:?}, {tokens} at {start}");
+                assert_eq!(read, want, "{at}: read back");
+                if !fused::f16_attention_applies(group * tokens, total) {
+                    continue;
+                }
+                let w = window.unwrap_or(0);
+                let got =
+                    fused::f16_attention(q, keys_h.clone(), values_h.clone(), start, w, 0.125);
+                let got = data2(got);
+                assert_eq!(got.len(), want.len());
+                for (i, (a, b)) in got.iter().zip(&want).enumerate() {
+                    assert_eq!(a.to_bits(), b.to_bits(), "{at}, value {i}");
+                }
             }
         }
     }

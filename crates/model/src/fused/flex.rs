@@ -14,25 +14,25 @@ use half::f16;
 use super::FusedOps;
 use crate::quant::pool::Pool;
 
-fn round16(x: f32) -> f32 {
+pub(super) fn round16(x: f32) -> f32 {
     f16::from_f32(x).to_f32()
 }
 
 /// The tensor's values in row-major order, and its shape.
-fn values(t: &FlexTensor) -> (FlexTensor, Vec<usize>) {
+pub(super) fn values(t: &FlexTensor) -> (FlexTensor, Vec<usize>) {
     let t = t.to_contiguous();
     let shape = t.layout().shape().to_vec();
     (t, shape)
 }
 
 /// The contiguous values of a tensor made by [`values`].
-fn slice(t: &FlexTensor) -> &[f32] {
+pub(super) fn slice(t: &FlexTensor) -> &[f32] {
     let start = t.layout().start_offset();
     let len: usize = t.layout().shape().iter().product();
     &t.storage::<f32>()[start..start + len]
 }
 
-fn tensor(values: Vec<f32>, shape: Vec<usize>) -> FlexTensor {
+pub(super) fn tensor(values: Vec<f32>, shape: Vec<usize>) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(values, shape))
 }
 

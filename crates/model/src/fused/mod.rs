@@ -17,6 +17,11 @@ mod cube;
 #[cfg(feature = "wgpu")]
 mod cube_attention;
 mod flex;
+mod flex_cache;
+
+pub use flex_cache::{
+    TILE as KEY_TILE, attention_applies as f16_attention_applies, f16_cache_applies,
+};
 
 use burn::backend::tensor::FloatTensor;
 use burn::backend::{Backend, backend_extension};
@@ -178,5 +183,96 @@ pub fn gated(gate: Tensor<2>, up: Tensor<2>, gelu: bool) -> Tensor<2> {
         gate.into_dispatch(),
         up.into_dispatch(),
         gelu,
+    ))
+}
+
+/// The CPU's KV cache in `f16`, the type llama.cpp's CPU backend keeps it in, and a decoding
+/// step's attention read straight from it: on the Flex device only, where the CPU has the
+/// instructions the loops are written with ([`f16_cache_applies`]); elsewhere the cache stays
+/// `f32` (the values are the same `f16` values either way).
+///
+/// Layout: `values` is `[kv_heads, capacity, head_dim]`; `keys` is `[kv_heads, capacity / 16 ·
+/// head_dim, 16]`, tiles of 16 positions each stored dimension by dimension, so that one
+/// vector load gives one dimension of 16 keys. The capacity is a multiple of 16.
+#[backend_extension(Flex)]
+pub trait F16CacheOps: Backend {
+    /// The caches with `k`, `v` (`[tokens, kv_heads, head_dim]`) written at positions
+    /// `start..`, rounded to `f16`; in place when nothing else holds a cache.
+    fn f16_cache_write(
+        keys: FloatTensor<Self>,
+        values: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        start: usize,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// The first `total` positions as `f32`: keys and values `[kv_heads, total, head_dim]`
+    /// each, the layout burn's matrix products read.
+    fn f16_cache_read(
+        keys: FloatTensor<Self>,
+        values: FloatTensor<Self>,
+        total: usize,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// Causal grouped-query attention of `q` (`[tokens, heads, head_dim]`, positions
+    /// `start..`) over the caches, keys older than `window` positions hidden when
+    /// `window > 0`: `[tokens, heads · head_dim]`, bit for bit what burn's products give in
+    /// one product per kv head over [`F16CacheOps::f16_cache_read`]'s tensors, where
+    /// [`f16_attention_applies`] says so. Meant for a decoding step (or a few tokens at once):
+    /// a prefill's products are burn's.
+    fn f16_attention(
+        q: FloatTensor<Self>,
+        keys: FloatTensor<Self>,
+        values: FloatTensor<Self>,
+        start: usize,
+        window: usize,
+        scale: f32,
+    ) -> FloatTensor<Self>;
+}
+
+/// See [`F16CacheOps::f16_cache_write`].
+pub fn f16_cache_write(
+    keys: Tensor<3>,
+    values: Tensor<3>,
+    k: Tensor<3>,
+    v: Tensor<3>,
+    start: usize,
+) -> (Tensor<3>, Tensor<3>) {
+    let (keys, values) = <burn::backend::Dispatch as F16CacheOps>::f16_cache_write(
+        keys.into_dispatch(),
+        values.into_dispatch(),
+        k.into_dispatch(),
+        v.into_dispatch(),
+        start,
+    );
+    (Tensor::from_dispatch(keys), Tensor::from_dispatch(values))
+}
+
+/// See [`F16CacheOps::f16_cache_read`].
+pub fn f16_cache_read(keys: Tensor<3>, values: Tensor<3>, total: usize) -> (Tensor<3>, Tensor<3>) {
+    let (keys, values) = <burn::backend::Dispatch as F16CacheOps>::f16_cache_read(
+        keys.into_dispatch(),
+        values.into_dispatch(),
+        total,
+    );
+    (Tensor::from_dispatch(keys), Tensor::from_dispatch(values))
+}
+
+/// See [`F16CacheOps::f16_attention`].
+pub fn f16_attention(
+    q: Tensor<3>,
+    keys: Tensor<3>,
+    values: Tensor<3>,
+    start: usize,
+    window: usize,
+    scale: f32,
+) -> Tensor<2> {
+    Tensor::from_dispatch(<burn::backend::Dispatch as F16CacheOps>::f16_attention(
+        q.into_dispatch(),
+        keys.into_dispatch(),
+        values.into_dispatch(),
+        start,
+        window,
+        scale,
     ))
 }
