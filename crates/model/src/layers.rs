@@ -274,25 +274,102 @@ impl Attention {
         }
         let (q, k) = rope.forward(q, k, start);
         let (keys, values) = cache.append(k, v, start);
-        let window = self.window.unwrap_or(0);
         #[cfg(feature = "wgpu")]
         if attention_kernel(&keys.device()) {
+            let window = self.window.unwrap_or(0);
             return self
                 .o
                 .forward(fused::attention(q, keys, values, start, window, self.scale));
         }
         if cache.half {
-            // A decoding step, or a few tokens at once: the tokens the matmul path would
-            // multiply in one product per kv head (it cuts longer runs across threads).
-            let rows = h / kvh * tokens;
-            if tokens < 2 * MIN_RUN && fused::f16_attention_applies(rows, start + tokens) {
-                let out = fused::f16_attention(q, keys, values, start, window, self.scale);
-                return self.o.forward(out);
-            }
-            let (keys, values) = fused::f16_cache_read(keys, values, start + tokens);
-            return self.o.forward(self.with_matmuls(q, keys, values, start));
+            return self.o.forward(self.over_f16_cache(q, keys, values, start));
         }
         self.o.forward(self.with_matmuls(q, keys, values, start))
+    }
+
+    /// The settings the CPU's attention loops need.
+    fn on_cpu(&self) -> MatmulAttention {
+        MatmulAttention {
+            kv_heads: self.kv_heads,
+            scale: self.scale,
+            window: self.window,
+        }
+    }
+
+    /// See [`MatmulAttention::over_f16_cache`].
+    fn over_f16_cache(
+        &self,
+        q: Tensor<3>,
+        keys: Tensor<3>,
+        values: Tensor<3>,
+        start: usize,
+    ) -> Tensor<2> {
+        self.on_cpu().over_f16_cache(q, keys, values, start)
+    }
+
+    /// See [`MatmulAttention::with_matmuls`].
+    fn with_matmuls(
+        &self,
+        q: Tensor<3>,
+        keys: Tensor<3>,
+        values: Tensor<3>,
+        start: usize,
+    ) -> Tensor<2> {
+        self.on_cpu().with_matmuls(q, keys, values, start)
+    }
+}
+
+/// Query tokens below which a prefill's attention is not split across threads.
+const MIN_RUN: usize = 16;
+
+/// Keys below which a decoding step's attention is not split across threads.
+const MIN_KEYS: usize = 64;
+
+/// The settings of the CPU's attention, to be sent to the pool's threads.
+#[derive(Debug, Clone, Copy)]
+struct MatmulAttention {
+    kv_heads: usize,
+    scale: f32,
+    window: Option<usize>,
+}
+
+impl MatmulAttention {
+    /// Attention of `q` (`[tokens, heads, head_dim]`) over an `f16` cache on the CPU:
+    /// `[tokens, heads · head_dim]`, bit for bit what [`MatmulAttention::with_matmuls`]
+    /// gives over the same values in `f32`. The same products in the same runs of query
+    /// tokens, each read from the cache in place ([`fused::F16CacheOps::f16_attention`],
+    /// which spreads a run's kv heads over the threads and skips the keys a query cannot
+    /// see), where gemm would run them through its microkernel; else the cache is read back
+    /// as `f32` for burn's products.
+    fn over_f16_cache(
+        self,
+        q: Tensor<3>,
+        keys: Tensor<3>,
+        values: Tensor<3>,
+        start: usize,
+    ) -> Tensor<2> {
+        let [tokens, heads, _] = q.dims();
+        let group = heads / self.kv_heads.max(1);
+        let window = self.window.unwrap_or(0);
+        let runs = crate::quant::pool::Pool::global()
+            .runs(tokens, MIN_RUN)
+            .unwrap_or_else(|| std::iter::once(0..tokens).collect());
+        let in_place = runs
+            .iter()
+            .all(|run| fused::f16_attention_applies(group * run.len(), start + run.end));
+        if !in_place {
+            let (keys, values) = fused::f16_cache_read(keys, values, start + tokens);
+            return self.with_matmuls(q, keys, values, start);
+        }
+        let parts: Vec<Tensor<2>> = runs
+            .into_iter()
+            .map(|run| {
+                let q = q.clone().narrow(0, run.start, run.len());
+                let at = start + run.start;
+                fused::f16_attention(q, keys.clone(), values.clone(), at, window, self.scale)
+            })
+            .collect();
+        Tensor::cat(parts, 0)
     }
 
     /// Attention of `q` (`[tokens, heads, head_dim]`) over the caches as burn's matrix
@@ -305,18 +382,14 @@ impl Attention {
     /// fifth of the calling thread's time in a 128-token SmolLM2 prefill, with the other
     /// thread idle.
     fn with_matmuls(
-        &self,
+        self,
         q: Tensor<3>,
         keys: Tensor<3>,
         values: Tensor<3>,
         start: usize,
     ) -> Tensor<2> {
         let [tokens, _, _] = q.dims();
-        let heads = MatmulAttention {
-            kv_heads: self.kv_heads,
-            scale: self.scale,
-            window: self.window,
-        };
+        let heads = self;
         let pool = crate::quant::pool::Pool::global();
         let runs = pool.runs(tokens, MIN_RUN);
         let kvh = self.kv_heads;
@@ -325,7 +398,7 @@ impl Attention {
             // pool's threads; each the same products a batch of kv heads computes one by one.
             // SmolLM2 (three kv heads), two threads, decoding at ~1,000 positions: 52–56 →
             // 63–68 tokens/s; at 64–256 positions 1–2% faster.
-            let group = self.heads / kvh;
+            let group = q.dims()[1] / kvh;
             let one = MatmulAttention {
                 kv_heads: 1,
                 ..heads
@@ -360,23 +433,7 @@ impl Attention {
         );
         Tensor::cat(parts, 0)
     }
-}
 
-/// Query tokens below which a prefill's attention is not split across threads.
-const MIN_RUN: usize = 16;
-
-/// Keys below which a decoding step's attention is not split across threads.
-const MIN_KEYS: usize = 64;
-
-/// The settings of [`Attention::with_matmuls`], to be sent to the pool's threads.
-#[derive(Debug, Clone, Copy)]
-struct MatmulAttention {
-    kv_heads: usize,
-    scale: f32,
-    window: Option<usize>,
-}
-
-impl MatmulAttention {
     /// `q` (`[tokens, heads, head_dim]`, positions `start..`) over the cached keys and
     /// values they can see: `[tokens, heads · head_dim]`.
     fn forward(self, q: Tensor<3>, keys: Tensor<3>, values: Tensor<3>, start: usize) -> Tensor<2> {
@@ -551,24 +608,24 @@ mod tests {
                 scale: 0.125,
                 window,
             };
+            let mut in_place_steps = 0;
             let group = heads / kv_heads;
             // Decoding steps at positions around gemm's thresholds (256 scores, depths of
-            // 512 and 1,024 keys), and steps of a few tokens at once.
+            // 512 and 1,024 keys), a few tokens at once, and prefills (cut into runs of
+            // tokens where the pool has two threads).
             let steps = [
                 3usize, 15, 16, 63, 64, 85, 300, 511, 512, 600, 1_023, 1_024, 1_099,
             ]
             .map(|start| (start, 1))
             .into_iter()
-            .chain([(0, 5), (40, 3), (509, 7), (1_000, 31)]);
+            .chain([(0, 5), (40, 3), (509, 7), (1_000, 31)])
+            .chain([(0, 100), (0, 512), (300, 64), (990, 110)]);
             for (start, tokens) in steps {
                 let total = start + tokens;
                 let (k_read, v_read) =
                     fused::f16_cache_read(keys_h.clone(), values_h.clone(), total);
                 let slice = |t: &Tensor<3>| t.clone().slice([0..kv_heads, 0..total, 0..dim]);
-                for (read, want) in [
-                    (k_read.clone(), slice(&keys_f)),
-                    (v_read.clone(), slice(&values_f)),
-                ] {
+                for (read, want) in [(k_read, slice(&keys_f)), (v_read, slice(&values_f))] {
                     let (read, want) = (data(read), data(want));
                     assert!(
                         read.iter()
@@ -578,23 +635,24 @@ mod tests {
                 }
                 let q = tensor3([tokens, heads, dim], (start + tokens) as u32 + 6, &device);
                 let want =
-                    data2(attention.forward(q.clone(), keys_f.clone(), values_f.clone(), start));
-                let read = data2(attention.forward(q.clone(), k_read, v_read, start));
+                    attention.with_matmuls(q.clone(), keys_f.clone(), values_f.clone(), start);
+                let got =
+                    attention.over_f16_cache(q.clone(), keys_h.clone(), values_h.clone(), start);
                 let at =
                     format!("{heads}/{kv_heads}×{dim}, window {window:?}, {tokens} at {start}");
-                assert_eq!(read, want, "{at}: read back");
-                if !fused::f16_attention_applies(group * tokens, total) {
-                    continue;
-                }
-                let w = window.unwrap_or(0);
-                let got =
-                    fused::f16_attention(q, keys_h.clone(), values_h.clone(), start, w, 0.125);
-                let got = data2(got);
+                let (got, want) = (data2(got), data2(want));
                 assert_eq!(got.len(), want.len());
                 for (i, (a, b)) in got.iter().zip(&want).enumerate() {
                     assert_eq!(a.to_bits(), b.to_bits(), "{at}, value {i}");
                 }
+                // Where gemm takes another kernel, the cache was read back instead.
+                let step_in_place = tokens == 1 && fused::f16_attention_applies(group, total);
+                in_place_steps += usize::from(step_in_place);
             }
+            assert!(
+                in_place_steps >= 8,
+                "the in-place loops ran on {in_place_steps} steps"
+            );
         }
     }
 }

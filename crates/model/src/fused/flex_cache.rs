@@ -305,8 +305,10 @@ impl Step {
         let keys = &halves(&self.keys)[shape.head_keys(unit.kv_head)];
         let values = &halves(&self.values)[shape.head_values(unit.kv_head, total)];
 
+        // The keys each row sees: later ones are hidden (causal), so neither loop reads them.
+        let seen: Vec<usize> = (0..rows).map(|r| self.start + r % tokens + 1).collect();
         let mut scores = vec![0.0f32; rows * total];
-        kernels::scores(&queries, keys, dim, total, &mut scores);
+        kernels::scores(&queries, keys, dim, &seen, &mut scores);
         for (r, row) in scores.chunks_exact_mut(total).enumerate() {
             let position = self.start + r % tokens;
             for (key, s) in row.iter_mut().enumerate() {
@@ -325,7 +327,7 @@ impl Step {
         let mut out = vec![0.0f32; rows * dim];
         // The matmul path multiplies the whole group's rows at once: its depth is the group's.
         let depth = mix_depth(self.group * tokens, dim, total);
-        kernels::mix(&probs, values, dim, depth, &mut out);
+        kernels::mix(&probs, values, dim, depth, &seen, &mut out);
         out
     }
 }
@@ -352,21 +354,29 @@ mod kernels {
         false
     }
 
-    /// `out[r][k] = Σ_d q[r][d] · key_k[d]` for the rows of `q` (`[rows, dim]`) and keys
-    /// `0..n` of one kv head's tiles, into `out` (`[rows, n]`): each a chain of fused
-    /// multiply-adds over `d` in order, from zero.
-    pub(super) fn scores(q: &[f32], keys: &[f16], dim: usize, n: usize, out: &mut [f32]) {
+    /// `out[r][k] = Σ_d q[r][d] · key_k[d]` for the rows of `q` (`[rows, dim]`) and the keys
+    /// `k < seen[r]` of one kv head's tiles (`n` keys in all), into `out` (`[rows, n]`): each a
+    /// chain of fused multiply-adds over `d` in order, from zero. Scores of later keys (hidden
+    /// from the row, to be masked) are left as they are or computed.
+    pub(super) fn scores(q: &[f32], keys: &[f16], dim: usize, seen: &[usize], out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
         if available() {
             // SAFETY: AVX2, FMA and F16C are present (`available`).
-            return unsafe { super::x86::scores(q, keys, dim, n, out) };
+            return unsafe { super::x86::scores(q, keys, dim, seen, out) };
         }
-        scores_portable(q, keys, dim, n, out);
+        scores_portable(q, keys, dim, seen, out);
     }
 
-    pub(super) fn scores_portable(q: &[f32], keys: &[f16], dim: usize, n: usize, out: &mut [f32]) {
-        for (row, out) in q.chunks_exact(dim).zip(out.chunks_exact_mut(n)) {
-            for (k, out) in out.iter_mut().enumerate() {
+    pub(super) fn scores_portable(
+        q: &[f32],
+        keys: &[f16],
+        dim: usize,
+        seen: &[usize],
+        out: &mut [f32],
+    ) {
+        let n = out.len() / seen.len().max(1);
+        for ((row, out), &seen) in q.chunks_exact(dim).zip(out.chunks_exact_mut(n)).zip(seen) {
+            for (k, out) in out[..seen.min(n)].iter_mut().enumerate() {
                 let at = (k / TILE * dim) * TILE + k % TILE;
                 *out = row.iter().enumerate().fold(0.0f32, |acc, (d, &x)| {
                     x.mul_add(keys[at + d * TILE].to_f32(), acc)
@@ -377,14 +387,23 @@ mod kernels {
 
     /// `out[r][d] = Σ_k p[r][k] · values[k][d]` for rows `p` (`[rows, n]`) and `values`
     /// (`[n, dim]`) into `out` (`[rows, dim]`): chains of fused multiply-adds over `k` in
-    /// order, from zero, restarted every `depth` keys, the chains added in order.
-    pub(super) fn mix(p: &[f32], values: &[f16], dim: usize, depth: usize, out: &mut [f32]) {
+    /// order, from zero, restarted every `depth` keys, the chains added in order. Keys from
+    /// `seen[r]` on have probability zero for row `r` and may be skipped: a chain from zero
+    /// that adds `0 · v` (`±0`) is unchanged, so the sums are those over every key.
+    pub(super) fn mix(
+        p: &[f32],
+        values: &[f16],
+        dim: usize,
+        depth: usize,
+        seen: &[usize],
+        out: &mut [f32],
+    ) {
         #[cfg(target_arch = "x86_64")]
         if available() && dim.is_multiple_of(TILE) {
             // SAFETY: AVX2, FMA and F16C are present (`available`), `dim` a multiple of 16.
-            return unsafe { super::x86::mix(p, values, dim, depth, out) };
+            return unsafe { super::x86::mix(p, values, dim, depth, seen, out) };
         }
-        mix_portable(p, values, dim, depth, out);
+        mix_portable(p, values, dim, depth, seen, out);
     }
 
     pub(super) fn mix_portable(
@@ -392,13 +411,19 @@ mod kernels {
         values: &[f16],
         dim: usize,
         depth: usize,
+        seen: &[usize],
         out: &mut [f32],
     ) {
         let n = values.len() / dim.max(1);
-        for (row, out) in p.chunks_exact(n.max(1)).zip(out.chunks_exact_mut(dim)) {
+        let rows = p
+            .chunks_exact(n.max(1))
+            .zip(out.chunks_exact_mut(dim))
+            .zip(seen);
+        for ((row, out), &seen) in rows {
+            let seen = seen.min(n);
             for (d, out) in out.iter_mut().enumerate() {
-                for (c, first) in (0..n).step_by(depth.max(1)).enumerate() {
-                    let chain = (first..(first + depth).min(n)).fold(0.0f32, |acc, k| {
+                for (c, first) in (0..seen).step_by(depth.max(1)).enumerate() {
+                    let chain = (first..(first + depth).min(seen)).fold(0.0f32, |acc, k| {
                         row[k].mul_add(values[k * dim + d].to_f32(), acc)
                     });
                     *out = if c == 0 { chain } else { *out + chain };
@@ -428,29 +453,35 @@ mod x86 {
         unsafe { _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(at).cast())) }
     }
 
-    /// [`super::kernels::scores`]: every tile whole, the keys past `n` in the last one computed
-    /// and dropped.
+    /// The rows cut four at a time, each block with the keys its rows see (at most `n`).
+    fn blocks(seen: &[usize], n: usize) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+        (0..seen.len()).step_by(4).map(move |r0| {
+            let rows = (seen.len() - r0).min(4);
+            let keys = seen[r0..r0 + rows].iter().max().map_or(0, |&k| k.min(n));
+            (r0, rows, keys)
+        })
+    }
+
+    /// [`super::kernels::scores`]: whole tiles, the keys past a block's last seen one in its
+    /// last tile computed and dropped.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn scores(q: &[f32], keys: &[f16], dim: usize, n: usize, out: &mut [f32]) {
-        let rows = q.len() / dim.max(1);
-        let tiles = n.div_ceil(TILE);
+    pub(super) fn scores(q: &[f32], keys: &[f16], dim: usize, seen: &[usize], out: &mut [f32]) {
+        let n = out.len() / seen.len().max(1);
         // The tiles read must lie in the cache (the last may hold stale positions past `n`).
-        let tiles = tiles.min(keys.len() / (dim * TILE).max(1));
-        let mut r0 = 0;
-        while r0 < rows {
-            let take = (rows - r0).min(4);
+        let cached = keys.len() / (dim * TILE).max(1);
+        for (r0, rows, seen) in blocks(seen, n) {
+            let tiles = seen.div_ceil(TILE).min(cached);
             let (q, out) = (&q[r0 * dim..], &mut out[r0 * n..]);
-            match take {
+            match rows {
                 1 => scores_rows::<1>(q, keys, dim, n, tiles, out),
                 2 => scores_rows::<2>(q, keys, dim, n, tiles, out),
                 3 => scores_rows::<3>(q, keys, dim, n, tiles, out),
                 _ => scores_rows::<4>(q, keys, dim, n, tiles, out),
             }
-            r0 += take;
         }
     }
 
-    /// `R` rows of scores, a tile of 16 keys at a time.
+    /// `R` rows of scores over `tiles` tiles of 16 keys.
     #[target_feature(enable = "avx2,fma,f16c")]
     fn scores_rows<const R: usize>(
         q: &[f32],
@@ -492,24 +523,27 @@ mod x86 {
 
     /// [`super::kernels::mix`], `dim` a multiple of 16.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn mix(p: &[f32], values: &[f16], dim: usize, depth: usize, out: &mut [f32]) {
+    pub(super) fn mix(
+        p: &[f32],
+        values: &[f16],
+        dim: usize,
+        depth: usize,
+        seen: &[usize],
+        out: &mut [f32],
+    ) {
         let n = values.len() / dim;
-        let rows = out.len() / dim;
-        let mut r0 = 0;
-        while r0 < rows {
-            let take = (rows - r0).min(4);
+        for (r0, rows, seen) in blocks(seen, n) {
             let (p, out) = (&p[r0 * n..], &mut out[r0 * dim..]);
-            match take {
-                1 => mix_rows::<1>(p, values, dim, n, depth, out),
-                2 => mix_rows::<2>(p, values, dim, n, depth, out),
-                3 => mix_rows::<3>(p, values, dim, n, depth, out),
-                _ => mix_rows::<4>(p, values, dim, n, depth, out),
+            match rows {
+                1 => mix_rows::<1>(p, values, dim, n, depth, seen, out),
+                2 => mix_rows::<2>(p, values, dim, n, depth, seen, out),
+                3 => mix_rows::<3>(p, values, dim, n, depth, seen, out),
+                _ => mix_rows::<4>(p, values, dim, n, depth, seen, out),
             }
-            r0 += take;
         }
     }
 
-    /// `R` rows of [`mix`], sixteen output values at a time.
+    /// `R` rows of [`mix`] over the first `seen` keys, sixteen output values at a time.
     #[target_feature(enable = "avx2,fma,f16c")]
     fn mix_rows<const R: usize>(
         p: &[f32],
@@ -517,16 +551,17 @@ mod x86 {
         dim: usize,
         n: usize,
         depth: usize,
+        seen: usize,
         out: &mut [f32],
     ) {
         let p = &p[..R * n];
         let values = &values[..n * dim];
         for d0 in (0..dim).step_by(TILE) {
-            for (c, k0) in (0..n).step_by(depth.max(1)).enumerate() {
+            for (c, k0) in (0..seen).step_by(depth.max(1)).enumerate() {
                 let mut acc = [[_mm256_setzero_ps(); 2]; R];
-                for k in k0..(k0 + depth).min(n) {
+                for k in k0..(k0 + depth).min(seen) {
                     let at = k * dim + d0;
-                    // SAFETY: `k < n` and `d0 + 16 <= dim`, so both lie in `values`.
+                    // SAFETY: `k < seen <= n` and `d0 + 16 <= dim`, so both lie in `values`.
                     let (lo, hi) = unsafe { (load8(values, at), load8(values, at + 8)) };
                     for (r, acc) in acc.iter_mut().enumerate() {
                         let x = _mm256_set1_ps(p[r * n + k]);
@@ -584,32 +619,52 @@ mod tests {
             eprintln!("SKIPPED: this CPU lacks AVX2, FMA or F16C; the portable loops only");
             return;
         }
-        for (rows, dim, n, depth) in [
-            (3usize, 64usize, 601usize, 512usize),
-            (7, 64, 40, 512),
-            (4, 256, 1100, 1024),
-            (1, 16, 17, 5),
+        for (rows, dim, n, depth, tokens) in [
+            (3usize, 64usize, 601usize, 512usize, 1usize),
+            (7, 64, 40, 512, 1),
+            (4, 256, 1100, 1024, 1),
+            (1, 16, 17, 5, 1),
+            // Prefill-like rows (query head, token): each sees the keys up to its own.
+            (3 * 37, 64, 600, 512, 37),
+            (2 * 9, 256, 1030, 300, 9),
         ] {
+            let seen: Vec<usize> = (0..rows).map(|r| n - tokens + 1 + r % tokens).collect();
             let tiles = n.div_ceil(TILE);
             let keys = halves_from(tiles * TILE * dim, 7);
             let q = floats(rows * dim, 3);
             let (mut got, mut want) = (vec![0.0; rows * n], vec![0.0; rows * n]);
-            kernels::scores(&q, &keys, dim, n, &mut got);
-            kernels::scores_portable(&q, &keys, dim, n, &mut want);
-            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(
-                    a.to_bits(),
-                    b.to_bits(),
-                    "scores {rows}×{dim}×{n}, value {i}"
-                );
+            kernels::scores(&q, &keys, dim, &seen, &mut got);
+            kernels::scores_portable(&q, &keys, dim, &seen, &mut want);
+            for (r, (got, want)) in got.chunks(n).zip(want.chunks(n)).enumerate() {
+                for (k, (a, b)) in got.iter().zip(want).enumerate().take(seen[r]) {
+                    let at = format!("scores {rows}×{dim}×{n}, row {r} key {k}");
+                    assert_eq!(a.to_bits(), b.to_bits(), "{at}");
+                }
             }
+            // Probabilities are zero past the keys a row sees, as softmax leaves hidden keys.
             let values = halves_from(n * dim, 11);
-            let p = floats(rows * n, 5);
-            let (mut got, mut want) = (vec![0.0; rows * dim], vec![0.0; rows * dim]);
-            kernels::mix(&p, &values, dim, depth, &mut got);
-            kernels::mix_portable(&p, &values, dim, depth, &mut want);
-            for (i, (a, b)) in got.iter().zip(&want).enumerate() {
-                assert_eq!(a.to_bits(), b.to_bits(), "mix {rows}×{dim}×{n}, value {i}");
+            let mut p = floats(rows * n, 5);
+            for (r, row) in p.chunks_mut(n).enumerate() {
+                row[seen[r]..].fill(0.0);
+            }
+            let mix = |seen: &[usize], vector: bool| {
+                let mut out = vec![0.0f32; rows * dim];
+                match vector {
+                    true => kernels::mix(&p, &values, dim, depth, seen, &mut out),
+                    false => kernels::mix_portable(&p, &values, dim, depth, seen, &mut out),
+                }
+                out
+            };
+            // Every key, as gemm sums them: skipping the zero terms changes no bit.
+            let all = mix(&vec![n; rows], false);
+            for (name, got) in [
+                ("vector", mix(&seen, true)),
+                ("portable", mix(&seen, false)),
+            ] {
+                for (i, (a, b)) in got.iter().zip(&all).enumerate() {
+                    let at = format!("{name} mix {rows}×{dim}×{n}, value {i}");
+                    assert_eq!(a.to_bits(), b.to_bits(), "{at}");
+                }
             }
         }
     }
