@@ -281,10 +281,11 @@ impl Attention {
                 .o
                 .forward(fused::attention(q, keys, values, start, window, self.scale));
         }
+        let cpu = self.on_cpu();
         if cache.half {
-            return self.o.forward(self.over_f16_cache(q, keys, values, start));
+            return self.o.forward(cpu.over_f16_cache(q, keys, values, start));
         }
-        self.o.forward(self.with_matmuls(q, keys, values, start))
+        self.o.forward(cpu.with_matmuls(q, keys, values, start))
     }
 
     /// The settings the CPU's attention loops need.
@@ -294,28 +295,6 @@ impl Attention {
             scale: self.scale,
             window: self.window,
         }
-    }
-
-    /// See [`MatmulAttention::over_f16_cache`].
-    fn over_f16_cache(
-        &self,
-        q: Tensor<3>,
-        keys: Tensor<3>,
-        values: Tensor<3>,
-        start: usize,
-    ) -> Tensor<2> {
-        self.on_cpu().over_f16_cache(q, keys, values, start)
-    }
-
-    /// See [`MatmulAttention::with_matmuls`].
-    fn with_matmuls(
-        &self,
-        q: Tensor<3>,
-        keys: Tensor<3>,
-        values: Tensor<3>,
-        start: usize,
-    ) -> Tensor<2> {
-        self.on_cpu().with_matmuls(q, keys, values, start)
     }
 }
 
