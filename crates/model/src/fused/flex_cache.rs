@@ -305,8 +305,17 @@ impl Step {
         let keys = &halves(&self.keys)[shape.head_keys(unit.kv_head)];
         let values = &halves(&self.values)[shape.head_values(unit.kv_head, total)];
 
-        // The keys each row sees: later ones are hidden (causal), so neither loop reads them.
-        let seen: Vec<usize> = (0..rows).map(|r| self.start + r % tokens + 1).collect();
+        // The keys each row sees: later ones (and with a window, older ones) are hidden, so
+        // neither loop reads them.
+        let seen: Vec<Range<usize>> = (0..rows)
+            .map(|r| {
+                let end = self.start + r % tokens + 1;
+                match self.window {
+                    0 => 0..end,
+                    window => end.saturating_sub(window)..end,
+                }
+            })
+            .collect();
         let mut scores = vec![0.0f32; rows * total];
         kernels::scores(&queries, keys, dim, &seen, &mut scores);
         for (r, row) in scores.chunks_exact_mut(total).enumerate() {
@@ -333,7 +342,14 @@ impl Step {
 }
 
 /// The two loops, vectorised on x86-64, portable elsewhere (and as the vector ones' check).
+///
+/// Each row `r` reads only the keys it sees, `seen[r]`: the others are hidden (masked to
+/// −∞ before softmax, so their probabilities are exactly zero). Leaving them out changes no
+/// bit of a result: a chain from zero that adds `0 · v` (`±0`) is unchanged (it never holds
+/// −0), and so is a sum that adds a chain of zeros.
 mod kernels {
+    use std::ops::Range;
+
     use half::f16;
 
     use super::TILE;
@@ -355,10 +371,16 @@ mod kernels {
     }
 
     /// `out[r][k] = Σ_d q[r][d] · key_k[d]` for the rows of `q` (`[rows, dim]`) and the keys
-    /// `k < seen[r]` of one kv head's tiles (`n` keys in all), into `out` (`[rows, n]`): each a
-    /// chain of fused multiply-adds over `d` in order, from zero. Scores of later keys (hidden
-    /// from the row, to be masked) are left as they are or computed.
-    pub(super) fn scores(q: &[f32], keys: &[f16], dim: usize, seen: &[usize], out: &mut [f32]) {
+    /// `seen[r]` of one kv head's tiles, into `out` (`[rows, n]`): each a chain of fused
+    /// multiply-adds over `d` in order, from zero. Other scores are left as they are or
+    /// computed (they are masked afterwards).
+    pub(super) fn scores(
+        q: &[f32],
+        keys: &[f16],
+        dim: usize,
+        seen: &[Range<usize>],
+        out: &mut [f32],
+    ) {
         #[cfg(target_arch = "x86_64")]
         if available() {
             // SAFETY: AVX2, FMA and F16C are present (`available`).
@@ -371,12 +393,14 @@ mod kernels {
         q: &[f32],
         keys: &[f16],
         dim: usize,
-        seen: &[usize],
+        seen: &[Range<usize>],
         out: &mut [f32],
     ) {
         let n = out.len() / seen.len().max(1);
-        for ((row, out), &seen) in q.chunks_exact(dim).zip(out.chunks_exact_mut(n)).zip(seen) {
-            for (k, out) in out[..seen.min(n)].iter_mut().enumerate() {
+        let rows = q.chunks_exact(dim).zip(out.chunks_exact_mut(n)).zip(seen);
+        for ((row, out), seen) in rows {
+            let seen = seen.start.min(n)..seen.end.min(n);
+            for (k, out) in seen.clone().zip(&mut out[seen]) {
                 let at = (k / TILE * dim) * TILE + k % TILE;
                 *out = row.iter().enumerate().fold(0.0f32, |acc, (d, &x)| {
                     x.mul_add(keys[at + d * TILE].to_f32(), acc)
@@ -387,15 +411,14 @@ mod kernels {
 
     /// `out[r][d] = Σ_k p[r][k] · values[k][d]` for rows `p` (`[rows, n]`) and `values`
     /// (`[n, dim]`) into `out` (`[rows, dim]`): chains of fused multiply-adds over `k` in
-    /// order, from zero, restarted every `depth` keys, the chains added in order. Keys from
-    /// `seen[r]` on have probability zero for row `r` and may be skipped: a chain from zero
-    /// that adds `0 · v` (`±0`) is unchanged, so the sums are those over every key.
+    /// order, from zero, restarted every `depth` keys, the chains added in order; the keys
+    /// outside `seen[r]` left out (their probabilities are zero).
     pub(super) fn mix(
         p: &[f32],
         values: &[f16],
         dim: usize,
         depth: usize,
-        seen: &[usize],
+        seen: &[Range<usize>],
         out: &mut [f32],
     ) {
         #[cfg(target_arch = "x86_64")]
@@ -411,7 +434,7 @@ mod kernels {
         values: &[f16],
         dim: usize,
         depth: usize,
-        seen: &[usize],
+        seen: &[Range<usize>],
         out: &mut [f32],
     ) {
         let n = values.len() / dim.max(1);
@@ -419,27 +442,38 @@ mod kernels {
             .chunks_exact(n.max(1))
             .zip(out.chunks_exact_mut(dim))
             .zip(seen);
-        for ((row, out), &seen) in rows {
-            let seen = seen.min(n);
+        for ((row, out), seen) in rows {
             for (d, out) in out.iter_mut().enumerate() {
-                for (c, first) in (0..seen).step_by(depth.max(1)).enumerate() {
-                    let chain = (first..(first + depth).min(seen)).fold(0.0f32, |acc, k| {
+                let mut written = false;
+                for keys in chains(seen.start..seen.end.min(n), depth) {
+                    let chain = keys.fold(0.0f32, |acc, k| {
                         row[k].mul_add(values[k * dim + d].to_f32(), acc)
                     });
-                    *out = if c == 0 { chain } else { *out + chain };
+                    *out = if written { *out + chain } else { chain };
+                    written = true;
                 }
             }
         }
+    }
+
+    /// The keys of `seen` cut where gemm restarts its chains (every `depth` keys from 0).
+    pub(super) fn chains(seen: Range<usize>, depth: usize) -> impl Iterator<Item = Range<usize>> {
+        let depth = depth.max(1);
+        (seen.start / depth * depth..seen.end)
+            .step_by(depth)
+            .map(move |first| first.max(seen.start)..(first + depth).min(seen.end))
     }
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use std::arch::x86_64::*;
+    use std::ops::Range;
 
     use half::f16;
 
     use super::TILE;
+    use super::kernels::chains;
 
     /// Eight `f16`s from `at`, widened.
     ///
@@ -453,24 +487,33 @@ mod x86 {
         unsafe { _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(at).cast())) }
     }
 
-    /// The rows cut four at a time, each block with the keys its rows see (at most `n`).
-    fn blocks(seen: &[usize], n: usize) -> impl Iterator<Item = (usize, usize, usize)> + '_ {
+    /// The rows cut four at a time, each block with the keys any of its rows sees (below `n`).
+    fn blocks(
+        seen: &[Range<usize>],
+        n: usize,
+    ) -> impl Iterator<Item = (usize, usize, Range<usize>)> + '_ {
         (0..seen.len()).step_by(4).map(move |r0| {
-            let rows = (seen.len() - r0).min(4);
-            let keys = seen[r0..r0 + rows].iter().max().map_or(0, |&k| k.min(n));
-            (r0, rows, keys)
+            let rows = &seen[r0..(r0 + 4).min(seen.len())];
+            let end = rows.iter().map(|r| r.end).max().unwrap_or(0).min(n);
+            let first = rows.iter().map(|r| r.start).min().unwrap_or(0).min(end);
+            (r0, rows.len(), first..end)
         })
     }
 
-    /// [`super::kernels::scores`]: whole tiles, the keys past a block's last seen one in its
-    /// last tile computed and dropped.
+    /// [`super::kernels::scores`], a block of rows over whole tiles.
     #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn scores(q: &[f32], keys: &[f16], dim: usize, seen: &[usize], out: &mut [f32]) {
+    pub(super) fn scores(
+        q: &[f32],
+        keys: &[f16],
+        dim: usize,
+        seen: &[Range<usize>],
+        out: &mut [f32],
+    ) {
         let n = out.len() / seen.len().max(1);
         // The tiles read must lie in the cache (the last may hold stale positions past `n`).
         let cached = keys.len() / (dim * TILE).max(1);
         for (r0, rows, seen) in blocks(seen, n) {
-            let tiles = seen.div_ceil(TILE).min(cached);
+            let tiles = seen.start / TILE..seen.end.div_ceil(TILE).min(cached);
             let (q, out) = (&q[r0 * dim..], &mut out[r0 * n..]);
             match rows {
                 1 => scores_rows::<1>(q, keys, dim, n, tiles, out),
@@ -481,18 +524,18 @@ mod x86 {
         }
     }
 
-    /// `R` rows of scores over `tiles` tiles of 16 keys.
+    /// `R` rows of scores over the tiles `tiles` (16 keys each).
     #[target_feature(enable = "avx2,fma,f16c")]
     fn scores_rows<const R: usize>(
         q: &[f32],
         keys: &[f16],
         dim: usize,
         n: usize,
-        tiles: usize,
+        tiles: Range<usize>,
         out: &mut [f32],
     ) {
         let q = &q[..R * dim];
-        for tile in 0..tiles {
+        for tile in tiles {
             let base = tile * dim * TILE;
             let tile_keys = &keys[base..base + dim * TILE];
             let mut acc = [[_mm256_setzero_ps(); 2]; R];
@@ -528,7 +571,7 @@ mod x86 {
         values: &[f16],
         dim: usize,
         depth: usize,
-        seen: &[usize],
+        seen: &[Range<usize>],
         out: &mut [f32],
     ) {
         let n = values.len() / dim;
@@ -543,7 +586,7 @@ mod x86 {
         }
     }
 
-    /// `R` rows of [`mix`] over the first `seen` keys, sixteen output values at a time.
+    /// `R` rows of [`mix`] over the keys `seen`, sixteen output values at a time.
     #[target_feature(enable = "avx2,fma,f16c")]
     fn mix_rows<const R: usize>(
         p: &[f32],
@@ -551,17 +594,17 @@ mod x86 {
         dim: usize,
         n: usize,
         depth: usize,
-        seen: usize,
+        seen: Range<usize>,
         out: &mut [f32],
     ) {
         let p = &p[..R * n];
         let values = &values[..n * dim];
         for d0 in (0..dim).step_by(TILE) {
-            for (c, k0) in (0..seen).step_by(depth.max(1)).enumerate() {
+            for (c, keys) in chains(seen.clone(), depth).enumerate() {
                 let mut acc = [[_mm256_setzero_ps(); 2]; R];
-                for k in k0..(k0 + depth).min(seen) {
+                for k in keys {
                     let at = k * dim + d0;
-                    // SAFETY: `k < seen <= n` and `d0 + 16 <= dim`, so both lie in `values`.
+                    // SAFETY: `k < n` and `d0 + 16 <= dim`, so both lie in `values`.
                     let (lo, hi) = unsafe { (load8(values, at), load8(values, at + 8)) };
                     for (r, acc) in acc.iter_mut().enumerate() {
                         let x = _mm256_set1_ps(p[r * n + k]);
@@ -619,16 +662,24 @@ mod tests {
             eprintln!("SKIPPED: this CPU lacks AVX2, FMA or F16C; the portable loops only");
             return;
         }
-        for (rows, dim, n, depth, tokens) in [
-            (3usize, 64usize, 601usize, 512usize, 1usize),
-            (7, 64, 40, 512, 1),
-            (4, 256, 1100, 1024, 1),
-            (1, 16, 17, 5, 1),
-            // Prefill-like rows (query head, token): each sees the keys up to its own.
-            (3 * 37, 64, 600, 512, 37),
-            (2 * 9, 256, 1030, 300, 9),
+        // (rows, head dim, keys, depth, tokens, window): rows are (query head, token) pairs.
+        for (rows, dim, n, depth, tokens, window) in [
+            (3usize, 64usize, 601usize, 512usize, 1usize, usize::MAX),
+            (7, 64, 40, 512, 1, usize::MAX),
+            (4, 256, 1100, 1024, 1, usize::MAX),
+            (4, 256, 1100, 1024, 1, 512),
+            (1, 16, 17, 5, 1, 3),
+            (3 * 37, 64, 600, 512, 37, usize::MAX),
+            (2 * 9, 256, 1030, 300, 9, 700),
+            (2 * 9, 64, 1030, 512, 9, 20),
         ] {
-            let seen: Vec<usize> = (0..rows).map(|r| n - tokens + 1 + r % tokens).collect();
+            // Each row sees the keys up to its own token's, the last `window` of them.
+            let seen: Vec<Range<usize>> = (0..rows)
+                .map(|r| {
+                    let end = n - tokens + 1 + r % tokens;
+                    end.saturating_sub(window)..end
+                })
+                .collect();
             let tiles = n.div_ceil(TILE);
             let keys = halves_from(tiles * TILE * dim, 7);
             let q = floats(rows * dim, 3);
@@ -636,7 +687,8 @@ mod tests {
             kernels::scores(&q, &keys, dim, &seen, &mut got);
             kernels::scores_portable(&q, &keys, dim, &seen, &mut want);
             for (r, (got, want)) in got.chunks(n).zip(want.chunks(n)).enumerate() {
-                for (k, (a, b)) in got.iter().zip(want).enumerate().take(seen[r]) {
+                for k in seen[r].clone() {
+                    let (a, b) = (got[k], want[k]);
                     let at = format!("scores {rows}×{dim}×{n}, row {r} key {k}");
                     assert_eq!(a.to_bits(), b.to_bits(), "{at}");
                 }
@@ -645,9 +697,10 @@ mod tests {
             let values = halves_from(n * dim, 11);
             let mut p = floats(rows * n, 5);
             for (r, row) in p.chunks_mut(n).enumerate() {
-                row[seen[r]..].fill(0.0);
+                row[..seen[r].start].fill(0.0);
+                row[seen[r].end..].fill(0.0);
             }
-            let mix = |seen: &[usize], vector: bool| {
+            let mix = |seen: &[Range<usize>], vector: bool| {
                 let mut out = vec![0.0f32; rows * dim];
                 match vector {
                     true => kernels::mix(&p, &values, dim, depth, seen, &mut out),
@@ -656,7 +709,7 @@ mod tests {
                 out
             };
             // Every key, as gemm sums them: skipping the zero terms changes no bit.
-            let all = mix(&vec![n; rows], false);
+            let all = mix(&vec![0..n; rows], false);
             for (name, got) in [
                 ("vector", mix(&seen, true)),
                 ("portable", mix(&seen, false)),
