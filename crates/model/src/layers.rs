@@ -368,7 +368,6 @@ impl MatmulAttention {
         start: usize,
     ) -> Tensor<2> {
         let [tokens, _, _] = q.dims();
-        let heads = self;
         let pool = crate::quant::pool::Pool::global();
         let runs = pool.runs(tokens, MIN_RUN);
         let kvh = self.kv_heads;
@@ -380,7 +379,7 @@ impl MatmulAttention {
             let group = q.dims()[1] / kvh;
             let one = MatmulAttention {
                 kv_heads: 1,
-                ..heads
+                ..self
             };
             let parts = pool.map(
                 kvh,
@@ -396,13 +395,13 @@ impl MatmulAttention {
             return Tensor::cat(parts, 1);
         }
         let Some(runs) = runs else {
-            return heads.forward(q, keys, values, start);
+            return self.forward(q, keys, values, start);
         };
         let parts = pool.map(
             runs.len(),
             std::sync::Arc::new(move |i| {
                 let run = &runs[i];
-                heads.forward(
+                self.forward(
                     q.clone().narrow(0, run.start, run.len()),
                     keys.clone(),
                     values.clone(),

@@ -36,6 +36,16 @@ pub(super) fn tensor(values: Vec<f32>, shape: Vec<usize>) -> FlexTensor {
     FlexTensor::from_data(TensorData::new(values, shape))
 }
 
+/// `cache` contiguous from the start of its storage, so that writing it changes it in place
+/// when nothing else holds it (a copy otherwise).
+pub(super) fn writable(cache: FlexTensor) -> FlexTensor {
+    if !cache.is_contiguous() || cache.layout().start_offset() != 0 {
+        cache.to_contiguous()
+    } else {
+        cache
+    }
+}
+
 /// The tanh GELU ggml's `f16` table holds, in the arrangement of burn's `gelu_approximate`:
 /// on Gemma 3 it disagreed with llama.cpp on 20 teacher-forced steps of 640, ggml's own
 /// arrangement of the same formula (`0.5·x·(1 + tanh(c·x·(1 + a·x²)))`) on 24.
@@ -103,10 +113,8 @@ fn rotate(x: &FlexTensor, cos: &[f32], sin: &[f32], start: usize, neox: bool) ->
 /// `cache` (`[kv_heads, capacity, dim]`) with `new` (`[tokens, kv_heads, dim]`) written at
 /// positions `start..`, rounded to `f16`: in place when the cache is not shared (between
 /// steps), else into a copy.
-fn write_cache(mut cache: FlexTensor, new: &FlexTensor, start: usize) -> FlexTensor {
-    if !cache.is_contiguous() || cache.layout().start_offset() != 0 {
-        cache = cache.to_contiguous();
-    }
+fn write_cache(cache: FlexTensor, new: &FlexTensor, start: usize) -> FlexTensor {
+    let mut cache = writable(cache);
     let shape = cache.layout().shape().to_vec();
     let (kv_heads, capacity, dim) = (shape[0], shape[1], shape[2]);
     let (new, _) = values(new);

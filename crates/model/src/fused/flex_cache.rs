@@ -1,5 +1,5 @@
-//! [`F16CacheOps`] on the Flex CPU backend: the KV cache in `f16`, and a decoding step's
-//! attention read from it.
+//! [`F16CacheOps`] on the Flex CPU backend: the KV cache in `f16`, and attention read from
+//! it in place (decoding steps, and prefills in the matmul path's runs of tokens).
 //!
 //! A decoding step reads every cached key and value once. Kept in `f32` (the `f16` values
 //! widened), they were a fifth of SmolLM2's bytes per step at 512 positions, and burn's
@@ -31,7 +31,7 @@ use burn::tensor::Device;
 use half::f16;
 
 use super::F16CacheOps;
-use super::flex::{round16, slice, tensor, values as contiguous};
+use super::flex::{round16, slice, tensor, values as contiguous, writable};
 use crate::quant::pool::Pool;
 
 /// Positions per key tile.
@@ -47,9 +47,9 @@ pub fn f16_cache_applies(head_dim: usize, device: &Device) -> bool {
 
 /// Whether [`F16CacheOps::f16_attention`] gives the matmul path's results for a step with
 /// `rows` query rows per kv head (query heads per kv head times tokens) over `keys` keys:
-/// gemm runs `q·Kᵀ` through its microkernel only from two query rows and more than 256 scores (a single row takes its
-/// matrix-vector loop, a small product its horizontal kernel, each summing in another
-/// order). Below that the caller multiplies [`F16CacheOps::f16_cache_read`]'s tensors.
+/// gemm runs `q·Kᵀ` through its microkernel only from two query rows and more than 256
+/// scores (a single row takes its matrix-vector loop, a small product its horizontal
+/// kernel, each summing in another order). Below that the caller multiplies [`F16CacheOps::f16_cache_read`]'s tensors.
 pub fn attention_applies(rows: usize, keys: usize) -> bool {
     rows >= 2 && rows * keys > 256
 }
@@ -121,15 +121,6 @@ impl Shape {
 fn halves(t: &FlexTensor) -> &[f16] {
     let start = t.layout().start_offset();
     &t.storage::<f16>()[start..]
-}
-
-/// `cache` unshared and contiguous, so that it is written in place (a copy otherwise).
-fn writable(cache: FlexTensor) -> FlexTensor {
-    if !cache.is_contiguous() || cache.layout().start_offset() != 0 {
-        cache.to_contiguous()
-    } else {
-        cache
-    }
 }
 
 impl F16CacheOps for Flex {
@@ -318,14 +309,12 @@ impl Step {
             .collect();
         let mut scores = vec![0.0f32; rows * total];
         kernels::scores(&queries, keys, dim, &seen, &mut scores);
-        for (r, row) in scores.chunks_exact_mut(total).enumerate() {
-            let position = self.start + r % tokens;
+        for (row, seen) in scores.chunks_exact_mut(total).zip(&seen) {
             for (key, s) in row.iter_mut().enumerate() {
-                let hidden = key > position || (self.window > 0 && position - key >= self.window);
-                *s = if hidden {
-                    f32::NEG_INFINITY
-                } else {
+                *s = if seen.contains(&key) {
                     *s * self.scale
+                } else {
+                    f32::NEG_INFINITY
                 };
             }
         }
