@@ -157,9 +157,10 @@ fn rows_times_acts(
             packed.pack(w.format, rows, rb);
             // Octets outside, activation rows inside: an octet's packed rows stay in the
             // L1 cache while every activation row passes over them.
+            let mut sums = vec![[0.0f32; 8]; tokens];
             for octet in 0..packed.octets() {
-                for t in 0..tokens {
-                    let sums = dot(packed, octet, acts, t);
+                dot(packed, octet, acts, 0, &mut sums);
+                for (t, sums) in sums.iter().enumerate() {
                     for (r, &v) in sums.iter().enumerate().take(len - 8 * octet) {
                         out.set(t, first + 8 * octet + r, v);
                     }

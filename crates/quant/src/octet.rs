@@ -170,9 +170,11 @@ fn fill<T: Copy>(v: &mut Vec<T>, len: usize, zero: T) {
     v.resize(len, zero);
 }
 
-/// Octet `octet` of `w` times activation row `t` (encoded for `w`'s format): the eight rows'
-/// results, each bit for bit the [`crate::dot::raw_dot`] of that row (padding rows give 0).
-pub type OctetDot = fn(w: &RowOctets, octet: usize, acts: &QuantizedActs, t: usize) -> [f32; 8];
+/// Octet `octet` of `w` times activation rows `t0..t0 + out.len()` (encoded for `w`'s
+/// format): each activation row's eight results, each bit for bit the
+/// [`crate::dot::raw_dot`] of that weight row (padding rows give 0).
+pub type OctetDot =
+    fn(w: &RowOctets, octet: usize, acts: &QuantizedActs, t0: usize, out: &mut [[f32; 8]]);
 
 /// The octet kernel for `format` on this CPU, where there is one (Q5_0, Q4_1, Q4_K and Q6_K,
 /// with AVX2, and `vpdpbusd` in its AVX-VNNI or AVX512-VNNI encoding where present).
@@ -196,7 +198,7 @@ pub fn octet_dot(format: QuantFormat) -> Option<OctetDot> {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::RowOctets;
-    use crate::act::QuantizedActs;
+    use crate::act::{Q5_0Block, QuantizedActs};
     use crate::dot::Vnni;
     use std::arch::x86_64::*;
 
@@ -223,78 +225,112 @@ mod x86 {
         out
     }
 
-    /// The octet kernels, written once and built for both feature sets.
+    /// The octet kernels, written once and built for each feature set. Each takes `N`
+    /// activation rows from `t0` at once and gives each row's results as the one-row pass
+    /// would: the rows share the loads of the packed weights, and with AVX512VL's 32 vector
+    /// registers three rows' accumulators fit beside them (see [`PASS_ROWS`]).
     macro_rules! octet_kernels {
         ($features:literal, $mul_sum:path) => {
             /// Q5_0: each lane starts from the activation block's offset (−16 times the sum
             /// of its four quants, see `act::Q5_0Block`), as `dot_q5_0_rows`'s lanes do.
             #[target_feature(enable = $features)]
-            pub(in crate::octet) fn dot_q5_0_octet(
+            pub(in crate::octet) fn dot_q5_0_octet<const N: usize>(
                 w: &RowOctets,
                 octet: usize,
                 acts: &QuantizedActs,
-                t: usize,
-            ) -> [f32; 8] {
-                let x = acts.row_q5_0_blocks(t);
-                let d = acts.row_d(t);
-                let blocks = w.blocks.min(x.len()).min(d.len() / 2);
+                t0: usize,
+            ) -> [[f32; 8]; N] {
+                let x: [&[Q5_0Block]; N] = rows_of(|k| acts.row_q5_0_blocks(t0 + k));
+                let d: [&[f32]; N] = rows_of(|k| acts.row_d(t0 + k));
+                let mut blocks = w.blocks;
+                for k in 0..N {
+                    blocks = blocks.min(x[k].len()).min(d[k].len() / 2);
+                }
                 let first = octet * w.blocks;
                 let values = &w.values[8 * first..8 * (first + blocks)];
                 let scales = &w.scales[first..first + blocks];
-                let mut acc = [_mm256_setzero_ps(); 8];
-                for (b, ((v, dw), x)) in values.chunks_exact(8).zip(scales).zip(x).enumerate() {
+                let mut acc = [[_mm256_setzero_ps(); 8]; N];
+                for (b, (v, dw)) in values.chunks_exact(8).zip(scales).enumerate() {
                     // SAFETY: `dw` holds 8 scales; unaligned load.
                     let dw = unsafe { _mm256_loadu_ps(dw.as_ptr()) };
                     // `dw · xd` of each row, the row kernel's scale.
-                    let scale = _mm256_mul_ps(dw, _mm256_set1_ps(d[2 * b]));
-                    for (l, acc) in acc.iter_mut().enumerate() {
+                    let mut scale = [dw; N];
+                    for k in 0..N {
+                        scale[k] = _mm256_mul_ps(dw, _mm256_set1_ps(d[k][2 * b]));
+                    }
+                    for l in 0..8 {
                         // SAFETY: `v[l]` holds 32 bytes; unaligned load.
                         let wl = unsafe { _mm256_loadu_si256(v[l].as_ptr().cast()) };
-                        let offset = _mm256_set1_epi32(x.offsets[l]);
-                        let sums = $mul_sum(offset, wl, four(&x.q, l));
-                        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, *acc);
+                        for k in 0..N {
+                            let x = &x[k][b];
+                            let offset = _mm256_set1_epi32(x.offsets[l]);
+                            let sums = _mm256_cvtepi32_ps($mul_sum(offset, wl, four(&x.q, l)));
+                            acc[k][l] = _mm256_fmadd_ps(sums, scale[k], acc[k][l]);
+                        }
                     }
                 }
-                lanes_summed(&acc)
+                let mut out = [[0.0; 8]; N];
+                for k in 0..N {
+                    out[k] = lanes_summed(&acc[k]);
+                }
+                out
             }
 
             /// Q4_1: the nibbles against the `q8_1` activations, and each row's minimum
             /// times the block's scaled sum in a chain of its own, added to accumulator 0
             /// (and +0.0 to the others) before the sum, as `dot_q4_1_rows` does.
             #[target_feature(enable = $features)]
-            pub(in crate::octet) fn dot_q4_1_octet(
+            pub(in crate::octet) fn dot_q4_1_octet<const N: usize>(
                 w: &RowOctets,
                 octet: usize,
                 acts: &QuantizedActs,
-                t: usize,
-            ) -> [f32; 8] {
-                let (q, d, s) = (acts.row_q(t), acts.row_d(t), acts.row_sum(t));
-                let blocks = w.blocks.min(q.len() / 32).min(d.len() / 2).min(s.len() / 2);
+                t0: usize,
+            ) -> [[f32; 8]; N] {
+                let q: [&[i8]; N] = rows_of(|k| acts.row_q(t0 + k));
+                let d: [&[f32]; N] = rows_of(|k| acts.row_d(t0 + k));
+                let s: [&[f32]; N] = rows_of(|k| acts.row_sum(t0 + k));
+                let mut blocks = w.blocks;
+                for k in 0..N {
+                    blocks = blocks
+                        .min(q[k].len() / 32)
+                        .min(d[k].len() / 2)
+                        .min(s[k].len() / 2);
+                }
                 let first = octet * w.blocks;
                 let values = &w.values[8 * first..8 * (first + blocks)];
                 let scales = &w.scales[first..first + blocks];
                 let mins = &w.mins[first..first + blocks];
-                let mut acc = [_mm256_setzero_ps(); 8];
-                let mut min_acc = _mm256_setzero_ps();
+                let mut acc = [[_mm256_setzero_ps(); 8]; N];
+                let mut min_acc = [_mm256_setzero_ps(); N];
                 for (b, ((v, dw), mw)) in values.chunks_exact(8).zip(scales).zip(mins).enumerate() {
                     // SAFETY: `dw` and `mw` hold 8 values each; unaligned loads.
                     let (dw, mw) =
                         unsafe { (_mm256_loadu_ps(dw.as_ptr()), _mm256_loadu_ps(mw.as_ptr())) };
-                    let scale = _mm256_mul_ps(dw, _mm256_set1_ps(d[2 * b]));
-                    let xq = &q[32 * b..32 * b + 32];
-                    for (l, acc) in acc.iter_mut().enumerate() {
+                    let mut scale = [dw; N];
+                    for k in 0..N {
+                        scale[k] = _mm256_mul_ps(dw, _mm256_set1_ps(d[k][2 * b]));
+                        min_acc[k] = _mm256_fmadd_ps(mw, _mm256_set1_ps(s[k][2 * b]), min_acc[k]);
+                    }
+                    for l in 0..8 {
                         // SAFETY: `v[l]` holds 32 bytes; unaligned load.
                         let wl = unsafe { _mm256_loadu_si256(v[l].as_ptr().cast()) };
-                        let sums = $mul_sum(_mm256_setzero_si256(), wl, four(xq, l));
-                        *acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale, *acc);
+                        for k in 0..N {
+                            let xq = &q[k][32 * b..32 * b + 32];
+                            let sums = $mul_sum(_mm256_setzero_si256(), wl, four(xq, l));
+                            acc[k][l] =
+                                _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums), scale[k], acc[k][l]);
+                        }
                     }
-                    min_acc = _mm256_fmadd_ps(mw, _mm256_set1_ps(s[2 * b]), min_acc);
                 }
-                acc[0] = _mm256_add_ps(acc[0], min_acc);
-                for acc in &mut acc[1..] {
-                    *acc = _mm256_add_ps(*acc, _mm256_setzero_ps());
+                let mut out = [[0.0; 8]; N];
+                for k in 0..N {
+                    acc[k][0] = _mm256_add_ps(acc[k][0], min_acc[k]);
+                    for l in 1..8 {
+                        acc[k][l] = _mm256_add_ps(acc[k][l], _mm256_setzero_ps());
+                    }
+                    out[k] = lanes_summed(&acc[k]);
                 }
-                lanes_summed(&acc)
+                out
             }
 
             /// Q4_K: per unit of 32 values, the eight rows' exact integer products (eight
@@ -302,38 +338,42 @@ mod x86 {
             /// times the activations' sums beside; both scaled once per block, as
             /// `dot_q4_k_rows` does.
             #[target_feature(enable = $features)]
-            pub(in crate::octet) fn dot_q4_k_octet(
+            pub(in crate::octet) fn dot_q4_k_octet<const N: usize>(
                 w: &RowOctets,
                 octet: usize,
                 acts: &QuantizedActs,
-                t: usize,
-            ) -> [f32; 8] {
-                let (q, d, xsum) = (acts.row_q(t), acts.row_d(t), acts.row_isum(t));
-                let blocks = w
-                    .blocks
-                    .min(q.len() / 256)
-                    .min(d.len() / 16)
-                    .min(xsum.len() / 16);
+                t0: usize,
+            ) -> [[f32; 8]; N] {
+                let q: [&[i8]; N] = rows_of(|k| acts.row_q(t0 + k));
+                let d: [&[f32]; N] = rows_of(|k| acts.row_d(t0 + k));
+                let xsum: [&[i32]; N] = rows_of(|k| acts.row_isum(t0 + k));
+                let mut blocks = w.blocks;
+                for k in 0..N {
+                    blocks = blocks
+                        .min(q[k].len() / 256)
+                        .min(d[k].len() / 16)
+                        .min(xsum[k].len() / 16);
+                }
                 let units = &w.values[8 * octet * w.units..8 * (octet * w.units + 8 * blocks)];
                 let unit_scales = &w.unit_scales[octet * w.units..octet * w.units + 8 * blocks];
                 let unit_mins = &w.unit_mins[octet * w.units..octet * w.units + 8 * blocks];
                 let first = octet * w.blocks;
                 let (scales, mins) = (&w.scales[first..first + blocks], &w.mins[first..]);
-                let mut total = _mm256_setzero_ps();
+                let mut total = [_mm256_setzero_ps(); N];
                 for (b, dw) in scales.iter().enumerate() {
-                    let mut sumi = _mm256_setzero_si256();
-                    let mut summ = _mm256_setzero_si256();
+                    let mut sumi = [_mm256_setzero_si256(); N];
+                    let mut summ = [_mm256_setzero_si256(); N];
                     for u in 0..8 {
                         let unit = 8 * b + u;
-                        let (v, x) = (
-                            &units[8 * unit..8 * unit + 8],
-                            &q[32 * unit..32 * unit + 32],
-                        );
-                        let mut sums = _mm256_setzero_si256();
+                        let v = &units[8 * unit..8 * unit + 8];
+                        let mut sums = [_mm256_setzero_si256(); N];
                         for (l, v) in v.iter().enumerate() {
                             // SAFETY: `v` holds 32 bytes; unaligned load.
                             let wl = unsafe { _mm256_loadu_si256(v.as_ptr().cast()) };
-                            sums = $mul_sum(sums, wl, four(x, l));
+                            for k in 0..N {
+                                let x = &q[k][32 * unit..32 * unit + 32];
+                                sums[k] = $mul_sum(sums[k], wl, four(x, l));
+                            }
                         }
                         // SAFETY: each holds 8 values; unaligned loads.
                         let (sc, m) = unsafe {
@@ -342,9 +382,11 @@ mod x86 {
                                 _mm256_loadu_si256(unit_mins[unit].as_ptr().cast()),
                             )
                         };
-                        sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(sums, sc));
-                        let xs = _mm256_set1_epi32(xsum[2 * unit] + xsum[2 * unit + 1]);
-                        summ = _mm256_add_epi32(summ, _mm256_mullo_epi32(m, xs));
+                        for k in 0..N {
+                            sumi[k] = _mm256_add_epi32(sumi[k], _mm256_mullo_epi32(sums[k], sc));
+                            let xs = _mm256_set1_epi32(xsum[k][2 * unit] + xsum[k][2 * unit + 1]);
+                            summ[k] = _mm256_add_epi32(summ[k], _mm256_mullo_epi32(m, xs));
+                        }
                     }
                     // SAFETY: each holds 8 values; unaligned loads.
                     let (dw, mw) = unsafe {
@@ -353,67 +395,103 @@ mod x86 {
                             _mm256_loadu_ps(mins[b].as_ptr()),
                         )
                     };
-                    let xd = _mm256_set1_ps(d[16 * b]);
-                    let (dd, dm) = (_mm256_mul_ps(dw, xd), _mm256_mul_ps(mw, xd));
-                    let block = _mm256_sub_ps(
-                        _mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi)),
-                        _mm256_mul_ps(dm, _mm256_cvtepi32_ps(summ)),
-                    );
-                    total = _mm256_add_ps(total, block);
+                    for k in 0..N {
+                        let xd = _mm256_set1_ps(d[k][16 * b]);
+                        let (dd, dm) = (_mm256_mul_ps(dw, xd), _mm256_mul_ps(mw, xd));
+                        let block = _mm256_sub_ps(
+                            _mm256_mul_ps(dd, _mm256_cvtepi32_ps(sumi[k])),
+                            _mm256_mul_ps(dm, _mm256_cvtepi32_ps(summ[k])),
+                        );
+                        total[k] = _mm256_add_ps(total[k], block);
+                    }
                 }
-                stored(total)
+                let mut out = [[0.0; 8]; N];
+                for k in 0..N {
+                    out[k] = stored(total[k]);
+                }
+                out
             }
 
             /// Q6_K: per half of a unit (16 values), the eight rows' exact integer products
             /// of `w + 32` (four `vpdpbusd` from −32 times the activations' sum, leaving
             /// `Σ w·x`), times each row's scale; scaled once per block, as `dot_q6_k_rows`.
             #[target_feature(enable = $features)]
-            pub(in crate::octet) fn dot_q6_k_octet(
+            pub(in crate::octet) fn dot_q6_k_octet<const N: usize>(
                 w: &RowOctets,
                 octet: usize,
                 acts: &QuantizedActs,
-                t: usize,
-            ) -> [f32; 8] {
-                let (q, d, xsum) = (acts.row_q(t), acts.row_d(t), acts.row_isum(t));
-                let blocks = w
-                    .blocks
-                    .min(q.len() / 256)
-                    .min(d.len() / 16)
-                    .min(xsum.len() / 16);
+                t0: usize,
+            ) -> [[f32; 8]; N] {
+                let q: [&[i8]; N] = rows_of(|k| acts.row_q(t0 + k));
+                let d: [&[f32]; N] = rows_of(|k| acts.row_d(t0 + k));
+                let xsum: [&[i32]; N] = rows_of(|k| acts.row_isum(t0 + k));
+                let mut blocks = w.blocks;
+                for k in 0..N {
+                    blocks = blocks
+                        .min(q[k].len() / 256)
+                        .min(d[k].len() / 16)
+                        .min(xsum[k].len() / 16);
+                }
                 let units = &w.values[8 * octet * w.units..8 * (octet * w.units + 8 * blocks)];
                 let unit_scales =
                     &w.unit_scales[2 * octet * w.units..2 * (octet * w.units + 8 * blocks)];
                 let first = octet * w.blocks;
-                let mut total = _mm256_setzero_ps();
+                let mut total = [_mm256_setzero_ps(); N];
                 for (b, dw) in w.scales[first..first + blocks].iter().enumerate() {
-                    let mut sumi = _mm256_setzero_si256();
+                    let mut sumi = [_mm256_setzero_si256(); N];
                     for u in 0..8 {
                         let unit = 8 * b + u;
-                        let (v, x) = (
-                            &units[8 * unit..8 * unit + 8],
-                            &q[32 * unit..32 * unit + 32],
-                        );
+                        let v = &units[8 * unit..8 * unit + 8];
                         for half in 0..2 {
                             let g = 2 * unit + half;
-                            let mut sums = _mm256_set1_epi32(-32 * xsum[g]);
+                            let mut sums = [_mm256_setzero_si256(); N];
+                            for k in 0..N {
+                                sums[k] = _mm256_set1_epi32(-32 * xsum[k][g]);
+                            }
                             for l in 4 * half..4 * half + 4 {
                                 // SAFETY: `v[l]` holds 32 bytes; unaligned load.
                                 let wl = unsafe { _mm256_loadu_si256(v[l].as_ptr().cast()) };
-                                sums = $mul_sum(sums, wl, four(x, l));
+                                for k in 0..N {
+                                    let x = &q[k][32 * unit..32 * unit + 32];
+                                    sums[k] = $mul_sum(sums[k], wl, four(x, l));
+                                }
                             }
                             // SAFETY: 8 values; unaligned load.
                             let sc = unsafe { _mm256_loadu_si256(unit_scales[g].as_ptr().cast()) };
-                            sumi = _mm256_add_epi32(sumi, _mm256_mullo_epi32(sums, sc));
+                            for k in 0..N {
+                                sumi[k] =
+                                    _mm256_add_epi32(sumi[k], _mm256_mullo_epi32(sums[k], sc));
+                            }
                         }
                     }
                     // SAFETY: 8 values; unaligned load.
                     let dw = unsafe { _mm256_loadu_ps(dw.as_ptr()) };
-                    let scale = _mm256_mul_ps(dw, _mm256_set1_ps(d[16 * b]));
-                    total = _mm256_add_ps(total, _mm256_mul_ps(scale, _mm256_cvtepi32_ps(sumi)));
+                    for k in 0..N {
+                        let scale = _mm256_mul_ps(dw, _mm256_set1_ps(d[k][16 * b]));
+                        total[k] = _mm256_add_ps(
+                            total[k],
+                            _mm256_mul_ps(scale, _mm256_cvtepi32_ps(sumi[k])),
+                        );
+                    }
                 }
-                stored(total)
+                let mut out = [[0.0; 8]; N];
+                for k in 0..N {
+                    out[k] = stored(total[k]);
+                }
+                out
             }
         };
+    }
+
+    /// `N` activation rows' slices, `row(k)` for each `k`. A plain loop: a closure called
+    /// from `array::from_fn` inside a `target_feature` kernel is not inlined.
+    #[inline]
+    fn rows_of<'a, T, const N: usize>(row: impl Fn(usize) -> &'a [T]) -> [&'a [T]; N] {
+        let mut out: [&[T]; N] = [&[]; N];
+        for (k, out) in out.iter_mut().enumerate() {
+            *out = row(k);
+        }
+        out
     }
 
     /// The eight lanes of `v`.
@@ -447,26 +525,79 @@ mod x86 {
         );
     }
 
+    /// `out`'s activation rows from `t0` through `many`, `N` at a time, and the rest through
+    /// `one`.
+    fn in_passes<const N: usize>(
+        out: &mut [[f32; 8]],
+        t0: usize,
+        many: impl Fn(usize) -> [[f32; 8]; N],
+        one: impl Fn(usize) -> [[f32; 8]; 1],
+    ) {
+        let mut passes = out.chunks_exact_mut(N);
+        let mut t = t0;
+        for pass in &mut passes {
+            pass.copy_from_slice(&many(t));
+            t += N;
+        }
+        for row in passes.into_remainder() {
+            *row = one(t)[0];
+            t += 1;
+        }
+    }
+
+    /// Activation rows a pass of the Q5_0, Q4_1, Q4_K and Q6_K kernels takes where the
+    /// kernels have AVX512VL's 32 vector registers (16 elsewhere hold one row's).
+    const PASS_ROWS: [usize; 4] = [3, 3, 4, 3];
+
     /// The Q5_0, Q4_1, Q4_K and Q6_K octet kernels built for `vnni`.
     ///
     /// # Safety
     /// [`Vnni::available`] holds for `vnni`: calling a kernel runs its instructions.
     pub(super) unsafe fn kernels(vnni: Vnni) -> [super::OctetDot; 4] {
         macro_rules! of {
-            ($m:ident) => {
+            ($m:ident, $q5_0:expr, $q4_1:expr, $q4_k:expr, $q6_k:expr) => {
                 // SAFETY (each `unsafe`): the caller vouches for `vnni`'s features.
                 [
-                    |w, o, a, t| unsafe { $m::dot_q5_0_octet(w, o, a, t) },
-                    |w, o, a, t| unsafe { $m::dot_q4_1_octet(w, o, a, t) },
-                    |w, o, a, t| unsafe { $m::dot_q4_k_octet(w, o, a, t) },
-                    |w, o, a, t| unsafe { $m::dot_q6_k_octet(w, o, a, t) },
+                    |w, o, a, t0, out| {
+                        in_passes(
+                            out,
+                            t0,
+                            |t| unsafe { $m::dot_q5_0_octet::<{ $q5_0 }>(w, o, a, t) },
+                            |t| unsafe { $m::dot_q5_0_octet::<1>(w, o, a, t) },
+                        )
+                    },
+                    |w, o, a, t0, out| {
+                        in_passes(
+                            out,
+                            t0,
+                            |t| unsafe { $m::dot_q4_1_octet::<{ $q4_1 }>(w, o, a, t) },
+                            |t| unsafe { $m::dot_q4_1_octet::<1>(w, o, a, t) },
+                        )
+                    },
+                    |w, o, a, t0, out| {
+                        in_passes(
+                            out,
+                            t0,
+                            |t| unsafe { $m::dot_q4_k_octet::<{ $q4_k }>(w, o, a, t) },
+                            |t| unsafe { $m::dot_q4_k_octet::<1>(w, o, a, t) },
+                        )
+                    },
+                    |w, o, a, t0, out| {
+                        in_passes(
+                            out,
+                            t0,
+                            |t| unsafe { $m::dot_q6_k_octet::<{ $q6_k }>(w, o, a, t) },
+                            |t| unsafe { $m::dot_q6_k_octet::<1>(w, o, a, t) },
+                        )
+                    },
                 ]
             };
         }
+        const P: [usize; 4] = PASS_ROWS;
         match vnni {
-            Vnni::None => of!(avx2),
-            Vnni::Avx => of!(vnni),
-            Vnni::Avx512 => of!(vnni512),
+            Vnni::None => of!(avx2, 1, 1, 1, 1),
+            Vnni::Avx => of!(vnni, 1, 1, 1, 1),
+            Vnni::Avx512 => of!(vnni512, P[0], P[1], P[2], P[3]),
         }
     }
 }
@@ -489,14 +620,21 @@ mod tests {
         };
         let mut rng = Rng(3);
         let mut packed = RowOctets::new();
-        for (k, format) in [QuantFormat::Q5_0, QuantFormat::Q4_1]
-            .into_iter()
-            .enumerate()
-        {
-            let (rows, cols) = (11, 256);
+        let formats = [
+            QuantFormat::Q5_0,
+            QuantFormat::Q4_1,
+            QuantFormat::Q4K,
+            QuantFormat::Q6K,
+        ];
+        for (k, format) in formats.into_iter().enumerate() {
+            let (rows, cols, tokens) = (11, 512, 9);
             let bytes = random_matrix(format, rows, cols, &mut rng);
-            let x: Vec<f32> = (0..cols)
-                .map(|i| if i % 17 == 0 { 900.0 } else { rng.float() })
+            // Each activation row on a scale of its own.
+            let x: Vec<f32> = (0..tokens * cols)
+                .map(|i| {
+                    let row_scale = 1.0 + 0.37 * (i / cols) as f32;
+                    row_scale * if i % 17 == 0 { 900.0 } else { rng.float() }
+                })
                 .collect();
             let acts = QuantizedActs::encode(format, &x, cols);
             packed.pack(format, &bytes, bytes.len() / rows);
@@ -506,11 +644,13 @@ mod tests {
                 // SAFETY: as above.
                 let got = unsafe { x86::kernels(vnni) }[k];
                 for octet in 0..packed.octets() {
-                    assert_eq!(
-                        got(&packed, octet, &acts, 0).map(f32::to_bits),
-                        want(&packed, octet, &acts, 0).map(f32::to_bits),
-                        "{vnni:?}, {format} octet {octet}"
-                    );
+                    let (mut a, mut b) = (vec![[0.0; 8]; tokens], vec![[0.0; 8]; tokens]);
+                    got(&packed, octet, &acts, 0, &mut a);
+                    want(&packed, octet, &acts, 0, &mut b);
+                    let bits = |v: &[[f32; 8]]| -> Vec<u32> {
+                        v.iter().flatten().map(|x| x.to_bits()).collect()
+                    };
+                    assert_eq!(bits(&a), bits(&b), "{vnni:?}, {format} octet {octet}");
                 }
             }
         }

@@ -275,23 +275,36 @@ fn octet_kernels_equal_the_single_row_ones_bit_for_bit() {
             }
             let bytes = random_matrix(format, weight_rows, cols, &mut rng);
             let row_bytes = bytes.len() / weight_rows;
-            let rows = 3;
+            // Enough activation rows for a kernel's passes of several and the rest alone,
+            // each row on a scale of its own.
+            let rows = 11;
             let x: Vec<f32> = (0..rows * cols)
                 .map(|i| {
-                    if i % 29 == 0 {
-                        500.0
-                    } else {
-                        3.0 * rng.float() - 1.5
-                    }
+                    let row_scale = 1.0 + 0.37 * (i / cols) as f32;
+                    row_scale
+                        * if i % 29 == 0 {
+                            500.0
+                        } else {
+                            3.0 * rng.float() - 1.5
+                        }
                 })
                 .collect();
             let acts = QuantizedActs::encode(format, &x, cols);
             packed.pack(format, &bytes, row_bytes);
             assert_eq!(packed.octets(), weight_rows.div_ceil(8));
             for o in 0..packed.octets() {
+                // All the rows in one call, and the rows from the third in another.
+                let mut all = vec![[f32::NAN; 8]; rows];
+                octet(&packed, o, &acts, 0, &mut all);
+                let mut later = vec![[f32::NAN; 8]; rows - 2];
+                octet(&packed, o, &acts, 2, &mut later);
                 for t in 0..rows {
-                    let got = octet(&packed, o, &acts, t);
+                    let mut got = all[t].to_vec();
+                    if t >= 2 {
+                        got.extend_from_slice(&later[t - 2]);
+                    }
                     for (r, v) in got.iter().enumerate() {
+                        let r = r % 8;
                         let i = 8 * o + r;
                         let want = match bytes.get(i * row_bytes..(i + 1) * row_bytes) {
                             Some(row) => one(row, &acts, t),
