@@ -124,6 +124,22 @@ impl Output {
         // that owns column `column` writes it.
         unsafe { self.ptr.add(at).write(value) }
     }
+
+    /// Writes the values of token `t` from column `column` on, checked once for the run.
+    fn set_run(&self, t: usize, column: usize, values: &[f32]) {
+        let at = t * self.width + column;
+        assert!(
+            column + values.len() <= self.width && at + values.len() <= self.len,
+            "output values {at}.. of {}",
+            self.len
+        );
+        // SAFETY: the run is inside the buffer and inside row `t` (checked above); the
+        // buffer is alive and only the piece that owns these columns writes them (see
+        // `set`); `values` is another allocation.
+        unsafe {
+            std::ptr::copy_nonoverlapping(values.as_ptr(), self.ptr.add(at), values.len());
+        }
+    }
 }
 
 /// From how many activation rows a product repacks its weight rows eight at a time, where
@@ -160,10 +176,9 @@ fn rows_times_acts(
             let mut sums = vec![[0.0f32; 8]; tokens];
             for octet in 0..packed.octets() {
                 dot(packed, octet, acts, 0, &mut sums);
+                let rows = (len - 8 * octet).min(8);
                 for (t, sums) in sums.iter().enumerate() {
-                    for (r, &v) in sums.iter().enumerate().take(len - 8 * octet) {
-                        out.set(t, first + 8 * octet + r, v);
-                    }
+                    out.set_run(t, first + 8 * octet, &sums[..rows]);
                 }
             }
         });

@@ -240,8 +240,14 @@ mod x86 {
                 acts: &QuantizedActs,
                 t0: usize,
             ) -> [[f32; 8]; N] {
-                let x: [&[Q5_0Block]; N] = rows_of(|k| acts.row_q5_0_blocks(t0 + k));
-                let d: [&[f32]; N] = rows_of(|k| acts.row_d(t0 + k));
+                let mut x: [&[Q5_0Block]; N] = [&[]; N];
+                for (k, row) in x.iter_mut().enumerate() {
+                    *row = acts.row_q5_0_blocks(t0 + k);
+                }
+                let mut d: [&[f32]; N] = [&[]; N];
+                for (k, row) in d.iter_mut().enumerate() {
+                    *row = acts.row_d(t0 + k);
+                }
                 let mut blocks = w.blocks;
                 for k in 0..N {
                     blocks = blocks.min(x[k].len()).min(d[k].len() / 2);
@@ -286,9 +292,18 @@ mod x86 {
                 acts: &QuantizedActs,
                 t0: usize,
             ) -> [[f32; 8]; N] {
-                let q: [&[i8]; N] = rows_of(|k| acts.row_q(t0 + k));
-                let d: [&[f32]; N] = rows_of(|k| acts.row_d(t0 + k));
-                let s: [&[f32]; N] = rows_of(|k| acts.row_sum(t0 + k));
+                let mut q: [&[i8]; N] = [&[]; N];
+                for (k, row) in q.iter_mut().enumerate() {
+                    *row = acts.row_q(t0 + k);
+                }
+                let mut d: [&[f32]; N] = [&[]; N];
+                for (k, row) in d.iter_mut().enumerate() {
+                    *row = acts.row_d(t0 + k);
+                }
+                let mut s: [&[f32]; N] = [&[]; N];
+                for (k, row) in s.iter_mut().enumerate() {
+                    *row = acts.row_sum(t0 + k);
+                }
                 let mut blocks = w.blocks;
                 for k in 0..N {
                     blocks = blocks
@@ -344,9 +359,18 @@ mod x86 {
                 acts: &QuantizedActs,
                 t0: usize,
             ) -> [[f32; 8]; N] {
-                let q: [&[i8]; N] = rows_of(|k| acts.row_q(t0 + k));
-                let d: [&[f32]; N] = rows_of(|k| acts.row_d(t0 + k));
-                let xsum: [&[i32]; N] = rows_of(|k| acts.row_isum(t0 + k));
+                let mut q: [&[i8]; N] = [&[]; N];
+                for (k, row) in q.iter_mut().enumerate() {
+                    *row = acts.row_q(t0 + k);
+                }
+                let mut d: [&[f32]; N] = [&[]; N];
+                for (k, row) in d.iter_mut().enumerate() {
+                    *row = acts.row_d(t0 + k);
+                }
+                let mut xsum: [&[i32]; N] = [&[]; N];
+                for (k, row) in xsum.iter_mut().enumerate() {
+                    *row = acts.row_isum(t0 + k);
+                }
                 let mut blocks = w.blocks;
                 for k in 0..N {
                     blocks = blocks
@@ -422,9 +446,18 @@ mod x86 {
                 acts: &QuantizedActs,
                 t0: usize,
             ) -> [[f32; 8]; N] {
-                let q: [&[i8]; N] = rows_of(|k| acts.row_q(t0 + k));
-                let d: [&[f32]; N] = rows_of(|k| acts.row_d(t0 + k));
-                let xsum: [&[i32]; N] = rows_of(|k| acts.row_isum(t0 + k));
+                let mut q: [&[i8]; N] = [&[]; N];
+                for (k, row) in q.iter_mut().enumerate() {
+                    *row = acts.row_q(t0 + k);
+                }
+                let mut d: [&[f32]; N] = [&[]; N];
+                for (k, row) in d.iter_mut().enumerate() {
+                    *row = acts.row_d(t0 + k);
+                }
+                let mut xsum: [&[i32]; N] = [&[]; N];
+                for (k, row) in xsum.iter_mut().enumerate() {
+                    *row = acts.row_isum(t0 + k);
+                }
                 let mut blocks = w.blocks;
                 for k in 0..N {
                     blocks = blocks
@@ -481,17 +514,6 @@ mod x86 {
                 out
             }
         };
-    }
-
-    /// `N` activation rows' slices, `row(k)` for each `k`. A plain loop: a closure called
-    /// from `array::from_fn` inside a `target_feature` kernel is not inlined.
-    #[inline]
-    fn rows_of<'a, T, const N: usize>(row: impl Fn(usize) -> &'a [T]) -> [&'a [T]; N] {
-        let mut out: [&[T]; N] = [&[]; N];
-        for (k, out) in out.iter_mut().enumerate() {
-            *out = row(k);
-        }
-        out
     }
 
     /// The eight lanes of `v`.

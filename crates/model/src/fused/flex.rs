@@ -18,6 +18,16 @@ pub(super) fn round16(x: f32) -> f32 {
     f16::from_f32(x).to_f32()
 }
 
+/// Each of `values` rounded as [`round16`] rounds it, in vectors where the CPU converts them
+/// (F16C): a prefill's attention rounds every probability, and one value at a time that
+/// was 4% of Qwen2.5's 512-token prefill.
+pub(super) fn round16_slice(values: &mut [f32]) {
+    use half::slice::HalfFloatSliceExt;
+    let mut halves = vec![f16::ZERO; values.len()];
+    halves.convert_from_f32_slice(values);
+    halves.convert_to_f32_slice(values);
+}
+
 /// The tensor's values in row-major order, and its shape.
 pub(super) fn values(t: &FlexTensor) -> (FlexTensor, Vec<usize>) {
     let t = t.to_contiguous();
@@ -295,6 +305,28 @@ impl<'a> RowView<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The vector rounding is the scalar one's, bit for bit: ties, values between `f16`s,
+    /// subnormals, overflow to infinity, zeros of both signs; lengths around the vectors'.
+    #[test]
+    fn slice_rounding_equals_value_rounding() {
+        let mut values: Vec<f32> = (0..4000u32)
+            .map(|i| {
+                let bits = i.wrapping_mul(2_654_435_761) >> 1;
+                // Exponents from the subnormal `f16`s to past `f16::MAX`.
+                let exponent = 100 + (bits % 60);
+                f32::from_bits(exponent << 23 | (bits & 0x7f_ffff) | (i & 1) << 31)
+            })
+            .collect();
+        values.extend([0.0, -0.0, 1.0 + 1.0 / 2048.0, 65_520.0, 65_504.0, 1e-8, 0.5]);
+        for len in [0, 1, 7, 8, 9, 15, 17, values.len()] {
+            let mut got = values[..len].to_vec();
+            round16_slice(&mut got);
+            for (g, v) in got.iter().zip(&values) {
+                assert_eq!(g.to_bits(), round16(*v).to_bits(), "{v:e}");
+            }
+        }
+    }
 
     #[test]
     fn gated_reads_column_ranges_in_place() {

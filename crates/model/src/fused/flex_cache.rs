@@ -31,7 +31,7 @@ use burn::tensor::Device;
 use half::f16;
 
 use super::F16CacheOps;
-use super::flex::{round16, slice, tensor, values as contiguous, writable};
+use super::flex::{round16, round16_slice, slice, tensor, values as contiguous, writable};
 use crate::quant::pool::Pool;
 
 /// Positions per key tile.
@@ -290,9 +290,10 @@ impl Step {
             let head = unit.kv_head * self.group + g;
             for t in 0..tokens {
                 let at = (t * self.heads + head) * dim;
-                queries.extend(q[at..at + dim].iter().map(|&x| round16(x)));
+                queries.extend_from_slice(&q[at..at + dim]);
             }
         }
+        round16_slice(&mut queries);
         let keys = &halves(&self.keys)[shape.head_keys(unit.kv_head)];
         let values = &halves(&self.values)[shape.head_values(unit.kv_head, total)];
 
@@ -320,7 +321,8 @@ impl Step {
         }
         let probs = Flex::softmax(tensor(scores, vec![1, rows, total]), 2);
         let (probs, _) = contiguous(&probs);
-        let probs: Vec<f32> = slice(&probs).iter().map(|&p| round16(p)).collect();
+        let mut probs: Vec<f32> = slice(&probs).to_vec();
+        round16_slice(&mut probs);
 
         let mut out = vec![0.0f32; rows * dim];
         // The matmul path multiplies the whole group's rows at once: its depth is the group's.
