@@ -31,7 +31,7 @@ use burn::tensor::Device;
 use half::f16;
 
 use super::F16CacheOps;
-use super::flex::{round16, round16_slice, slice, tensor, values as contiguous, writable};
+use super::flex::{round16_slice, slice, tensor, values as contiguous, writable};
 use crate::quant::pool::Pool;
 
 /// Positions per key tile.
@@ -627,6 +627,7 @@ mod x86 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fused::flex::round16;
 
     /// Deterministic `f16` values in −2…2 and `f32` ones in −1…1.
     fn halves_from(n: usize, seed: u32) -> Vec<f16> {
