@@ -25,7 +25,6 @@ use std::sync::Arc;
 
 use burn::backend::Flex;
 use burn::backend::flex::FlexTensor;
-use burn::backend::ops::ActivationOps;
 use burn::backend::tensor::FloatTensor;
 use burn::tensor::Device;
 use half::f16;
@@ -308,21 +307,15 @@ impl Step {
                 }
             })
             .collect();
-        let mut scores = vec![0.0f32; rows * total];
-        kernels::scores(&queries, keys, dim, &seen, &mut scores);
-        for (row, seen) in scores.chunks_exact_mut(total).zip(&seen) {
-            for (key, s) in row.iter_mut().enumerate() {
-                *s = if seen.contains(&key) {
-                    *s * self.scale
-                } else {
-                    f32::NEG_INFINITY
-                };
-            }
+        // Scores, then in place the probabilities of the keys each row sees, and zero for
+        // the others (the vector loops compute and read whole tiles of keys).
+        let mut probs = vec![0.0f32; rows * total];
+        kernels::scores(&queries, keys, dim, &seen, &mut probs);
+        for (row, seen) in probs.chunks_exact_mut(total).zip(&seen) {
+            row[..seen.start].fill(0.0);
+            row[seen.end..].fill(0.0);
+            softmax_in_place(&mut row[seen.clone()], self.scale);
         }
-        let probs = Flex::softmax(tensor(scores, vec![1, rows, total]), 2);
-        let (probs, _) = contiguous(&probs);
-        let mut probs: Vec<f32> = slice(&probs).to_vec();
-        round16_slice(&mut probs);
 
         let mut out = vec![0.0f32; rows * dim];
         // The matmul path multiplies the whole group's rows at once: its depth is the group's.
@@ -330,6 +323,31 @@ impl Step {
         kernels::mix(&probs, values, dim, depth, &seen, &mut out);
         out
     }
+}
+
+/// `row · scale` turned into probabilities rounded to `f16`, bit for bit what the matmul path
+/// computes over the whole row with the hidden keys at −∞ (burn's Flex softmax, then the
+/// rounding): the maximum, `exp(x − max)` summed from the left, each times `1 / sum`. A
+/// hidden key adds `exp(−∞) = 0` to the sum, which leaves it as it is, so only the keys
+/// the row sees are visited: a prefill's causal mask hides half of every head's scores.
+fn softmax_in_place(row: &mut [f32], scale: f32) {
+    let mut max = f32::NEG_INFINITY;
+    for x in row.iter_mut() {
+        *x *= scale;
+        if *x > max {
+            max = *x;
+        }
+    }
+    let mut sum = 0.0f32;
+    for x in row.iter_mut() {
+        *x = (*x - max).exp();
+        sum += *x;
+    }
+    let inv = 1.0f32 / sum;
+    for x in row.iter_mut() {
+        *x *= inv;
+    }
+    round16_slice(row);
 }
 
 /// The two loops, vectorised on x86-64, portable elsewhere (and as the vector ones' check).
