@@ -8,6 +8,7 @@
 //! (default 512) on a pool of one thread, repeated for `SECONDS` (default 2), and prints the
 //! multiply-adds per second.
 
+use std::io::Write;
 use std::time::Instant;
 
 use stampo_quant::QuantFormat;
@@ -47,9 +48,13 @@ fn main() {
         }
         let secs = start.elapsed().as_secs_f64() / f64::from(runs);
         let gmacs = (rows * cols * tokens) as f64 / secs / 1e9;
-        println!(
+        let line = format!(
             "{{\"format\":\"{format}\",\"rows\":{rows},\"cols\":{cols},\"tokens\":{tokens},\"ms\":{:.2},\"gmac_s\":{gmacs:.2},\"check\":{sink}}}",
             secs * 1e3
         );
+        // A reader that stops early (`| head`) ends the run quietly.
+        if writeln!(std::io::stdout(), "{line}").is_err() {
+            return;
+        }
     }
 }

@@ -147,6 +147,10 @@ impl Output {
 /// activation rows cost it the other way.
 const OCTET_TOKENS: usize = 16;
 
+/// About how many bytes of encoded activations an octet kernel runs over before the next
+/// octet (two bytes a value bounds every encoding: Q5_0's blocks carry their offsets).
+const ACT_CHUNK_BYTES: usize = 256 << 10;
+
 /// Rows `range` of `w` against every activation row, written to columns `first..` of `out`.
 fn rows_times_acts(
     w: &QuantMatrix,
@@ -173,12 +177,20 @@ fn rows_times_acts(
             packed.pack(w.format, rows, rb);
             // Octets outside, activation rows inside: an octet's packed rows stay in the
             // L1 cache while every activation row passes over them.
-            let mut sums = vec![[0.0f32; 8]; tokens];
-            for octet in 0..packed.octets() {
-                dot(packed, octet, acts, 0, &mut sums);
-                let rows = (len - 8 * octet).min(8);
-                for (t, sums) in sums.iter().enumerate() {
-                    out.set_run(t, first + 8 * octet, &sums[..rows]);
+            // Activation rows in chunks that stay in the L2 cache while every octet passes
+            // over them: across a whole long prompt they are several megabytes.
+            let chunk = (ACT_CHUNK_BYTES / (2 * w.cols).max(1))
+                .max(12)
+                .next_multiple_of(12);
+            let mut sums = vec![[0.0f32; 8]; chunk.min(tokens)];
+            for t0 in (0..tokens).step_by(chunk) {
+                let sums = &mut sums[..chunk.min(tokens - t0)];
+                for octet in 0..packed.octets() {
+                    dot(packed, octet, acts, t0, sums);
+                    let rows = (len - 8 * octet).min(8);
+                    for (t, sums) in sums.iter().enumerate() {
+                        out.set_run(t0 + t, first + 8 * octet, &sums[..rows]);
+                    }
                 }
             }
         });
