@@ -193,6 +193,41 @@ fn threaded_matmul_matches_the_dequantised_reference() {
     }
 }
 
+/// A prefill's product (hundreds of activation rows: weights repacked, rows in chunks and
+/// passes) gives each row what a decoding step's product of that row alone gives, bit for
+/// bit, so a prompt's cache holds the numbers decoding it token by token would.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn a_long_product_equals_each_rows_own_bit_for_bit() {
+    let mut rng = Rng(13);
+    // 300 rows of 1,024 values: three chunks of the octet products, the last partial.
+    let (rows, cols, tokens) = (21, 1024, 300);
+    for format in QuantFormat::ALL {
+        let bytes = random_matrix(format, rows, cols, &mut rng);
+        let x: Vec<f32> = (0..tokens * cols)
+            .map(|i| (1.0 + (i / cols % 7) as f32) * (2.0 * rng.float() - 1.0))
+            .collect();
+        let matrix = QuantMatrix {
+            bytes: Arc::new(bytes),
+            offset: 0,
+            format,
+            rows,
+            cols,
+        };
+        let pool = Pool::new(2);
+        let all = quant_matmul(&matrix, &x, tokens, &pool);
+        for t in 0..tokens {
+            let one = quant_matmul(&matrix, &x[t * cols..(t + 1) * cols], 1, &pool);
+            let bits = |v: &[f32]| v.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                bits(&all[t * rows..(t + 1) * rows]),
+                bits(&one),
+                "{format}: row {t}"
+            );
+        }
+    }
+}
+
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn multi_row_kernels_equal_the_single_row_ones_bit_for_bit() {
