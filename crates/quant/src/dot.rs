@@ -534,6 +534,49 @@ pub(crate) mod x86 {
         _mm256_dpbusd_epi32(acc, a, b)
     }
 
+    /// The 32 values of a Q4_1 block (`f16` scale and min, then 16 bytes of nibbles: values
+    /// 0–15 low, 16–31 high) as bytes 0–15.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn q4_1_values(block: &[u8]) -> __m256i {
+        let low = _mm_set1_epi8(0x0F);
+        // SAFETY: a block is 20 bytes, so 16 from 4 are inside it; the load is unaligned.
+        let packed = unsafe { _mm_loadu_si128(block[4..20].as_ptr().cast()) };
+        let lo = _mm_and_si128(packed, low);
+        let hi = _mm_and_si128(_mm_srli_epi16::<4>(packed), low);
+        _mm256_set_m128i(hi, lo)
+    }
+
+    /// The 32 values of a Q5_0 block (`f16` scale, 4 bytes of fifth bits, 16 bytes of
+    /// nibbles) as unsigned bytes `w + 16`: the fifth bits spread to bytes (`0x10` where
+    /// set) and or'ed into the nibbles.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    pub(crate) fn q5_0_values(block: &[u8]) -> __m256i {
+        let low = _mm_set1_epi8(0x0F);
+        // Byte j of the spread picks byte j / 8 of the bits; or'ing all bits but j % 8 and
+        // comparing with all-ones tests bit j.
+        let pick = _mm256_set_epi64x(
+            0x0303_0303_0303_0303,
+            0x0202_0202_0202_0202,
+            0x0101_0101_0101_0101,
+            0,
+        );
+        let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
+        let all = _mm256_set1_epi64x(-1);
+        let fifth = _mm256_set1_epi8(0x10);
+        let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+        // SAFETY: a block is 22 bytes, so 16 from 6 are inside it; the load is unaligned.
+        let packed = unsafe { _mm_loadu_si128(block[6..22].as_ptr().cast()) };
+        let nibbles = _mm256_set_m128i(
+            _mm_and_si128(_mm_srli_epi16::<4>(packed), low),
+            _mm_and_si128(packed, low),
+        );
+        let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), pick);
+        let set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), all);
+        _mm256_or_si256(nibbles, _mm256_and_si256(set, fifth))
+    }
+
     /// How far ahead of the block being read the kernels ask for weights, in bytes.
     ///
     /// A decode streams every weight once from memory; the hardware prefetchers alone left one
@@ -624,17 +667,12 @@ pub(crate) mod x86 {
                 let (q, d, blocks) = acts.rows_and_blocks::<N>(t0, row, 20, 32);
                 let s: [&[f32]; N] = std::array::from_fn(|k| acts.row_sum(t0 + k));
                 let blocks = (0..N).fold(blocks, |b, k| b.min(s[k].len() / 2));
-                let low = _mm_set1_epi8(0x0F);
                 let f16 = f16_table();
                 let mut acc = [_mm256_setzero_ps(); N];
                 let mut mins = [0.0f32; N];
                 for (b, block) in row[..blocks * 20].chunks_exact(20).enumerate() {
                     prefetch_ahead(block);
-                    // SAFETY: `block[4..]` holds 16 bytes; loads are unaligned.
-                    let packed = unsafe { _mm_loadu_si128(block.as_ptr().add(4).cast()) };
-                    let lo = _mm_and_si128(packed, low);
-                    let hi = _mm_and_si128(_mm_srli_epi16::<4>(packed), low);
-                    let w = _mm256_set_m128i(hi, lo);
+                    let w = q4_1_values(block);
                     let (dw, mw) = (f16_at(f16, block, 0), f16_at(f16, block, 2));
                     for k in 0..N {
                         // SAFETY: `b < blocks`, so `q[k]` holds 32 bytes from `32 b`, and
@@ -677,32 +715,11 @@ pub(crate) mod x86 {
                 let (_, d, blocks) = acts.rows_and_blocks::<N>(t0, row, 22, 32);
                 let x: [&[Q5_0Block]; N] = std::array::from_fn(|k| acts.row_q5_0_blocks(t0 + k));
                 let blocks = (0..N).fold(blocks, |b, k| b.min(x[k].len()));
-                let low = _mm_set1_epi8(0x0F);
-                // Byte j of the spread picks byte j / 8 of the bits; or'ing all bits but j % 8 and
-                // comparing with all-ones tests bit j.
-                let pick = _mm256_set_epi64x(
-                    0x0303_0303_0303_0303,
-                    0x0202_0202_0202_0202,
-                    0x0101_0101_0101_0101,
-                    0,
-                );
-                let others = _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe);
-                let all = _mm256_set1_epi64x(-1);
-                let fifth = _mm256_set1_epi8(0x10);
                 let f16 = f16_table();
                 let mut acc = [_mm256_setzero_ps(); N];
                 for (b, block) in row[..blocks * 22].chunks_exact(22).enumerate() {
                     prefetch_ahead(block);
-                    let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
-                    // SAFETY: 16 nibble bytes from 6 in the block; loads are unaligned.
-                    let packed = unsafe { _mm_loadu_si128(block.as_ptr().add(6).cast()) };
-                    let nibbles = _mm256_set_m128i(
-                        _mm_and_si128(_mm_srli_epi16::<4>(packed), low),
-                        _mm_and_si128(packed, low),
-                    );
-                    let spread = _mm256_shuffle_epi8(_mm256_set1_epi32(qh as i32), pick);
-                    let set = _mm256_cmpeq_epi8(_mm256_or_si256(spread, others), all);
-                    let w = _mm256_or_si256(nibbles, _mm256_and_si256(set, fifth));
+                    let w = q5_0_values(block);
                     let dw = f16_at(f16, block, 0);
                     for k in 0..N {
                         // SAFETY: `b < blocks`, so `x[k]` holds block `b` (its 32 quants and

@@ -143,9 +143,10 @@ impl Output {
 }
 
 /// From how many activation rows a product repacks its weight rows eight at a time, where
-/// the format has an octet kernel (`crate::octet`): packing a row costs about what eight
-/// activation rows cost it the other way.
-const OCTET_TOKENS: usize = 16;
+/// the format has an octet kernel (`crate::octet`): with the packing in AVX2 vectors, eight
+/// rows take the two ways about as long (`prefill_matmul` on a Zen 4, Qwen2.5's shapes: Q5_0
+/// 33 GMAC/s either way, Q4_K 26 → 40) and twelve are faster repacked (Q5_0 34 → 42).
+const OCTET_TOKENS: usize = 8;
 
 /// About how many bytes of encoded activations an octet kernel runs over before the next
 /// octet (two bytes a value bounds every encoding: Q5_0's blocks carry their offsets).

@@ -68,6 +68,17 @@ impl RowOctets {
     /// Packs `rows` (rows of `row_bytes` each in `format`), reusing this packing's buffers.
     /// Formats without an octet kernel pack nothing.
     pub fn pack(&mut self, format: QuantFormat, rows: &[u8], row_bytes: usize) {
+        // The values go through AVX2 where the CPU has it: one at a time, packing took as
+        // long as a 16-token prefill's Q5_0 products and half a 64-token one's.
+        #[cfg(target_arch = "x86_64")]
+        let vector = crate::dot::has_avx2();
+        #[cfg(not(target_arch = "x86_64"))]
+        let vector = false;
+        self.pack_with(format, rows, row_bytes, vector);
+    }
+
+    /// [`RowOctets::pack`], with the values transposed in AVX2 vectors or one at a time.
+    fn pack_with(&mut self, format: QuantFormat, rows: &[u8], row_bytes: usize, vector: bool) {
         let (block_bytes, block_units, unit_scales) = match format {
             QuantFormat::Q5_0 => (22, 1, 0),
             QuantFormat::Q4_1 => (20, 1, 0),
@@ -90,57 +101,32 @@ impl RowOctets {
         fill(&mut self.unit_scales, sc_len, [0; 8]);
         fill(&mut self.unit_mins, min_len, [0; 8]);
         let f16 = f16_table();
-        // One block's values, unit by unit.
-        let mut u = [[0u8; 32]; 8];
+        // The scales and minimums, row by row.
         for (i, row) in rows.chunks_exact(row_bytes.max(1)).enumerate() {
             let (octet, r) = (i / 8, i % 8);
             for (b, block) in row.chunks_exact(block_bytes).take(blocks).enumerate() {
                 let at = octet * blocks + b;
                 let unit0 = octet * units + b * block_units;
                 match format {
-                    QuantFormat::Q5_0 => {
-                        self.scales[at][r] = f16_at(f16, block, 0);
-                        let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
-                        for (j, &byte) in block[6..22].iter().enumerate() {
-                            u[0][j] = byte & 0x0F | (((qh >> j) & 1) as u8) << 4;
-                            u[0][j + 16] = byte >> 4 | (((qh >> (j + 16)) & 1) as u8) << 4;
-                        }
-                    }
+                    QuantFormat::Q5_0 => self.scales[at][r] = f16_at(f16, block, 0),
                     QuantFormat::Q4_1 => {
                         self.scales[at][r] = f16_at(f16, block, 0);
                         self.mins[at][r] = f16_at(f16, block, 2);
-                        for (j, &byte) in block[4..20].iter().enumerate() {
-                            u[0][j] = byte & 0x0F;
-                            u[0][j + 16] = byte >> 4;
-                        }
                     }
                     QuantFormat::Q4K => {
                         self.scales[at][r] = f16_at(f16, block, 0);
                         self.mins[at][r] = f16_at(f16, block, 2);
-                        // Unit `2c` is the low nibbles of bytes `16 + 32c…`, unit `2c + 1`
-                        // their high nibbles.
-                        for (k, unit) in u.iter_mut().enumerate() {
+                        for k in 0..8 {
                             let (sc, m) = scale_min_k4(k, &block[4..16]);
                             self.unit_scales[unit0 + k][r] = i32::from(sc);
                             self.unit_mins[unit0 + k][r] = i32::from(m);
-                            let q = &block[16 + 32 * (k / 2)..48 + 32 * (k / 2)];
-                            for (v, &byte) in unit.iter_mut().zip(q) {
-                                *v = if k % 2 == 0 { byte & 0x0F } else { byte >> 4 };
-                            }
                         }
                     }
                     QuantFormat::Q6K => {
                         self.scales[at][r] = f16_at(f16, block, 208);
-                        // Unit `4h + k` of half `h`: nibbles of `ql` (low ones for k < 2) with
-                        // bit pair `k` of `qh`, scales `8h + 2k` and `8h + 2k + 1`.
-                        for (n, unit) in u.iter_mut().enumerate() {
+                        // Unit `4h + k` of half `h` has scales `8h + 2k` and `8h + 2k + 1`.
+                        for n in 0..8 {
                             let (h, k) = (n / 4, n % 4);
-                            let ql = &block[64 * h + 32 * (k % 2)..64 * h + 32 * (k % 2) + 32];
-                            let qh = &block[128 + 32 * h..160 + 32 * h];
-                            for (l, v) in unit.iter_mut().enumerate() {
-                                let nibble = if k < 2 { ql[l] & 0x0F } else { ql[l] >> 4 };
-                                *v = nibble | ((qh[l] >> (2 * k)) & 3) << 4;
-                            }
                             for g in 0..2 {
                                 let sc = block[192 + 8 * h + 2 * k + g] as i8;
                                 self.unit_scales[2 * (unit0 + n) + g][r] = i32::from(sc);
@@ -148,6 +134,24 @@ impl RowOctets {
                         }
                     }
                     _ => {}
+                }
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        if vector && block_bytes != usize::MAX {
+            // SAFETY: the CPU has AVX2 (the callers' check).
+            unsafe { x86::pack_values(format, rows, row_bytes, blocks, &mut self.values) };
+            return;
+        }
+        let _ = vector;
+        // The values one at a time, unit by unit.
+        let mut u = [[0u8; 32]; 8];
+        for (i, row) in rows.chunks_exact(row_bytes.max(1)).enumerate() {
+            let (octet, r) = (i / 8, i % 8);
+            for (b, block) in row.chunks_exact(block_bytes).take(blocks).enumerate() {
+                let unit0 = octet * units + b * block_units;
+                for (k, unit) in u[..block_units].iter_mut().enumerate() {
+                    unit_values(format, block, k, unit);
                 }
                 for (k, unit) in u[..block_units].iter().enumerate() {
                     for (l, four) in unit.chunks_exact(4).enumerate() {
@@ -161,6 +165,49 @@ impl RowOctets {
     /// How many octets of rows are packed.
     pub fn octets(&self) -> usize {
         self.scales.len() / self.blocks.max(1)
+    }
+}
+
+/// The 32 values of unit `k` of a block in `format`, as unsigned bytes (Q5_0: `w + 16`; Q4_1
+/// and Q4_K: the nibble; Q6_K: `w + 32`).
+fn unit_values(format: QuantFormat, block: &[u8], k: usize, out: &mut [u8; 32]) {
+    match format {
+        QuantFormat::Q5_0 => {
+            let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+            for (j, &byte) in block[6..22].iter().enumerate() {
+                out[j] = byte & 0x0F | (((qh >> j) & 1) as u8) << 4;
+                out[j + 16] = byte >> 4 | (((qh >> (j + 16)) & 1) as u8) << 4;
+            }
+        }
+        QuantFormat::Q4_1 => {
+            for (j, &byte) in block[4..20].iter().enumerate() {
+                out[j] = byte & 0x0F;
+                out[j + 16] = byte >> 4;
+            }
+        }
+        // Unit `2c` is the low nibbles of bytes `16 + 32c…`, unit `2c + 1` their high ones.
+        QuantFormat::Q4K => {
+            let q = &block[16 + 32 * (k / 2)..48 + 32 * (k / 2)];
+            for (v, &byte) in out.iter_mut().zip(q) {
+                *v = if k.is_multiple_of(2) {
+                    byte & 0x0F
+                } else {
+                    byte >> 4
+                };
+            }
+        }
+        // Unit `4h + k` of half `h`: nibbles of `ql` (low ones for k < 2) with bit pair `k`
+        // of `qh`.
+        QuantFormat::Q6K => {
+            let (h, k) = (k / 4, k % 4);
+            let ql = &block[64 * h + 32 * (k % 2)..64 * h + 32 * (k % 2) + 32];
+            let qh = &block[128 + 32 * h..160 + 32 * h];
+            for (l, v) in out.iter_mut().enumerate() {
+                let nibble = if k < 2 { ql[l] & 0x0F } else { ql[l] >> 4 };
+                *v = nibble | ((qh[l] >> (2 * k)) & 3) << 4;
+            }
+        }
+        _ => {}
     }
 }
 
@@ -198,9 +245,128 @@ pub fn octet_dot(format: QuantFormat) -> Option<OctetDot> {
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::RowOctets;
+    use crate::QuantFormat;
     use crate::act::{Q5_0Block, QuantizedActs};
     use crate::dot::Vnni;
+    use crate::dot::x86::{q4_1_values, q5_0_values};
     use std::arch::x86_64::*;
+
+    /// The values of `rows` (Q5_0, Q4_1, Q4_K or Q6_K) into `values` as [`RowOctets::pack`]
+    /// lays them out: each row's unit unpacked into a vector (Q5_0's and Q4_1's as the row
+    /// kernels unpack them), then eight rows' groups of four values transposed (vector `l` of
+    /// a unit takes group `l` of each row). Rows past the last leave zeros.
+    #[target_feature(enable = "avx2")]
+    pub(super) fn pack_values(
+        format: QuantFormat,
+        rows: &[u8],
+        row_bytes: usize,
+        blocks: usize,
+        values: &mut [[u8; 32]],
+    ) {
+        let (block_bytes, block_units) = match format {
+            QuantFormat::Q5_0 => (22, 1),
+            QuantFormat::Q4_1 => (20, 1),
+            QuantFormat::Q4K => (144, 8),
+            QuantFormat::Q6K => (210, 8),
+            _ => return,
+        };
+        let row_count = rows.len() / row_bytes.max(1);
+        for octet in 0..row_count.div_ceil(8) {
+            let count = (row_count - 8 * octet).min(8);
+            for b in 0..blocks {
+                for k in 0..block_units {
+                    let mut v = [_mm256_setzero_si256(); 8];
+                    for (r, v) in v.iter_mut().enumerate().take(count) {
+                        let at = (8 * octet + r) * row_bytes + b * block_bytes;
+                        *v = unit_vector(format, &rows[at..at + block_bytes], k);
+                    }
+                    let unit = (octet * blocks + b) * block_units + k;
+                    for (out, v) in values[8 * unit..8 * unit + 8].iter_mut().zip(transposed(v)) {
+                        // SAFETY: `out` holds 32 bytes; unaligned store.
+                        unsafe { _mm256_storeu_si256(out.as_mut_ptr().cast(), v) };
+                    }
+                }
+            }
+        }
+    }
+
+    /// The vector of [`super::unit_values`].
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn unit_vector(format: QuantFormat, block: &[u8], k: usize) -> __m256i {
+        let low = _mm256_set1_epi8(0x0F);
+        // SAFETY (each load): the slice holds the 32 bytes; unaligned loads.
+        let load = |bytes: &[u8]| unsafe { _mm256_loadu_si256(bytes[..32].as_ptr().cast()) };
+        match format {
+            QuantFormat::Q5_0 => q5_0_values(block),
+            QuantFormat::Q4_1 => q4_1_values(block),
+            QuantFormat::Q4K => {
+                let q = load(&block[16 + 32 * (k / 2)..]);
+                if k.is_multiple_of(2) {
+                    _mm256_and_si256(q, low)
+                } else {
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(q), low)
+                }
+            }
+            QuantFormat::Q6K => {
+                let (h, k) = (k / 4, k % 4);
+                let ql = load(&block[64 * h + 32 * (k % 2)..]);
+                let qh = load(&block[128 + 32 * h..]);
+                let nibbles = if k < 2 {
+                    _mm256_and_si256(ql, low)
+                } else {
+                    _mm256_and_si256(_mm256_srli_epi16::<4>(ql), low)
+                };
+                // Bit pair `k` of each `qh` byte, moved to bits 4 and 5 (16-bit shifts: the
+                // mask drops what crosses from the neighbouring byte).
+                let pair = match k {
+                    0 => _mm256_slli_epi16::<4>(qh),
+                    1 => _mm256_slli_epi16::<2>(qh),
+                    2 => qh,
+                    _ => _mm256_srli_epi16::<2>(qh),
+                };
+                _mm256_or_si256(nibbles, _mm256_and_si256(pair, _mm256_set1_epi8(0x30)))
+            }
+            _ => _mm256_setzero_si256(),
+        }
+    }
+
+    /// Eight vectors of eight `u32`s transposed: lane `r` of vector `l` is lane `l` of `v[r]`.
+    #[inline]
+    #[target_feature(enable = "avx2")]
+    fn transposed(v: [__m256i; 8]) -> [__m256i; 8] {
+        // Pairs of rows interleaved, then quads, then the 128-bit halves swapped across.
+        let t: [__m256i; 8] = [
+            _mm256_unpacklo_epi32(v[0], v[1]),
+            _mm256_unpackhi_epi32(v[0], v[1]),
+            _mm256_unpacklo_epi32(v[2], v[3]),
+            _mm256_unpackhi_epi32(v[2], v[3]),
+            _mm256_unpacklo_epi32(v[4], v[5]),
+            _mm256_unpackhi_epi32(v[4], v[5]),
+            _mm256_unpacklo_epi32(v[6], v[7]),
+            _mm256_unpackhi_epi32(v[6], v[7]),
+        ];
+        let q: [__m256i; 8] = [
+            _mm256_unpacklo_epi64(t[0], t[2]),
+            _mm256_unpackhi_epi64(t[0], t[2]),
+            _mm256_unpacklo_epi64(t[1], t[3]),
+            _mm256_unpackhi_epi64(t[1], t[3]),
+            _mm256_unpacklo_epi64(t[4], t[6]),
+            _mm256_unpackhi_epi64(t[4], t[6]),
+            _mm256_unpacklo_epi64(t[5], t[7]),
+            _mm256_unpackhi_epi64(t[5], t[7]),
+        ];
+        [
+            _mm256_permute2x128_si256::<0x20>(q[0], q[4]),
+            _mm256_permute2x128_si256::<0x20>(q[1], q[5]),
+            _mm256_permute2x128_si256::<0x20>(q[2], q[6]),
+            _mm256_permute2x128_si256::<0x20>(q[3], q[7]),
+            _mm256_permute2x128_si256::<0x31>(q[0], q[4]),
+            _mm256_permute2x128_si256::<0x31>(q[1], q[5]),
+            _mm256_permute2x128_si256::<0x31>(q[2], q[6]),
+            _mm256_permute2x128_si256::<0x31>(q[3], q[7]),
+        ]
+    }
 
     /// Four activation quants `q[4l…4l+3]` in every lane.
     #[inline]
@@ -639,6 +805,39 @@ mod tests {
     use crate::act::QuantizedActs;
     use crate::dot::Vnni;
     use crate::sample::{Rng, random_matrix};
+
+    /// The AVX2 packing lays out the bytes the value-by-value one does, for row counts that
+    /// leave the last octet partly padding.
+    #[test]
+    fn vector_packing_equals_the_scalar_one() {
+        if !crate::dot::has_avx2() {
+            println!("SKIPPED: this CPU has no AVX2");
+            return;
+        }
+        let mut rng = Rng(17);
+        let formats = [
+            QuantFormat::Q5_0,
+            QuantFormat::Q4_1,
+            QuantFormat::Q4K,
+            QuantFormat::Q6K,
+        ];
+        for format in formats {
+            for rows in [1, 8, 13, 24] {
+                let bytes = random_matrix(format, rows, 512, &mut rng);
+                let (mut scalar, mut vector) = (RowOctets::new(), RowOctets::new());
+                scalar.pack_with(format, &bytes, bytes.len() / rows, false);
+                vector.pack_with(format, &bytes, bytes.len() / rows, true);
+                assert_eq!(scalar.values, vector.values, "{format}, {rows} rows");
+                let bits = |v: &[[f32; 8]]| -> Vec<u32> {
+                    v.iter().flatten().map(|x| x.to_bits()).collect()
+                };
+                assert_eq!(bits(&scalar.scales), bits(&vector.scales));
+                assert_eq!(bits(&scalar.mins), bits(&vector.mins));
+                assert_eq!(scalar.unit_scales, vector.unit_scales);
+                assert_eq!(scalar.unit_mins, vector.unit_mins);
+            }
+        }
+    }
 
     /// Each `vpdpbusd` build of the octet kernels this CPU can run gives the AVX2 build's
     /// results bit for bit (the crate's kernel tests compare the build this CPU chooses with
