@@ -31,6 +31,7 @@ use half::f16;
 
 use super::F16CacheOps;
 use super::flex::{round16_slice, slice, tensor, values as contiguous, writable};
+use super::softmax::softmax_rows;
 use crate::quant::pool::Pool;
 
 /// Positions per key tile.
@@ -314,8 +315,8 @@ impl Step {
         for (row, seen) in probs.chunks_exact_mut(total).zip(&seen) {
             row[..seen.start].fill(0.0);
             row[seen.end..].fill(0.0);
-            softmax_in_place(&mut row[seen.clone()], self.scale);
         }
+        softmax_rows(&mut probs, total, &seen, self.scale);
 
         let mut out = vec![0.0f32; rows * dim];
         // The matmul path multiplies the whole group's rows at once: its depth is the group's.
@@ -323,31 +324,6 @@ impl Step {
         kernels::mix(&probs, values, dim, depth, &seen, &mut out);
         out
     }
-}
-
-/// `row · scale` turned into probabilities rounded to `f16`, bit for bit what the matmul path
-/// computes over the whole row with the hidden keys at −∞ (burn's Flex softmax, then the
-/// rounding): the maximum, `exp(x − max)` summed from the left, each times `1 / sum`. A
-/// hidden key adds `exp(−∞) = 0` to the sum, which leaves it as it is, so only the keys
-/// the row sees are visited: a prefill's causal mask hides half of every head's scores.
-fn softmax_in_place(row: &mut [f32], scale: f32) {
-    let mut max = f32::NEG_INFINITY;
-    for x in row.iter_mut() {
-        *x *= scale;
-        if *x > max {
-            max = *x;
-        }
-    }
-    let mut sum = 0.0f32;
-    for x in row.iter_mut() {
-        *x = (*x - max).exp();
-        sum += *x;
-    }
-    let inv = 1.0f32 / sum;
-    for x in row.iter_mut() {
-        *x *= inv;
-    }
-    round16_slice(row);
 }
 
 /// The two loops, vectorised on x86-64, portable elsewhere (and as the vector ones' check).

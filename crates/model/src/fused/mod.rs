@@ -18,6 +18,7 @@ mod cube;
 mod cube_attention;
 mod flex;
 mod flex_cache;
+mod softmax;
 
 pub use flex_cache::{
     TILE as KEY_TILE, attention_applies as f16_attention_applies, f16_cache_applies,
