@@ -391,6 +391,18 @@ mod x86 {
         out
     }
 
+    /// `acts.$row(t0 + k)` for each of a pass's `N` activation rows. A plain loop: a closure
+    /// called from `array::from_fn` inside a `target_feature` kernel is not inlined.
+    macro_rules! rows_of {
+        ($acts:ident . $row:ident, $t0:expr) => {{
+            let mut rows = [&[][..]; N];
+            for (k, row) in rows.iter_mut().enumerate() {
+                *row = $acts.$row($t0 + k);
+            }
+            rows
+        }};
+    }
+
     /// The octet kernels, written once and built for each feature set. Each takes `N`
     /// activation rows from `t0` at once and gives each row's results as the one-row pass
     /// would: the rows share the loads of the packed weights, as many as the registers
@@ -406,14 +418,8 @@ mod x86 {
                 acts: &QuantizedActs,
                 t0: usize,
             ) -> [[f32; 8]; N] {
-                let mut x: [&[Q5_0Block]; N] = [&[]; N];
-                for (k, row) in x.iter_mut().enumerate() {
-                    *row = acts.row_q5_0_blocks(t0 + k);
-                }
-                let mut d: [&[f32]; N] = [&[]; N];
-                for (k, row) in d.iter_mut().enumerate() {
-                    *row = acts.row_d(t0 + k);
-                }
+                let x: [&[Q5_0Block]; N] = rows_of!(acts.row_q5_0_blocks, t0);
+                let d: [&[f32]; N] = rows_of!(acts.row_d, t0);
                 let mut blocks = w.blocks;
                 for k in 0..N {
                     blocks = blocks.min(x[k].len()).min(d[k].len() / 2);
@@ -458,18 +464,9 @@ mod x86 {
                 acts: &QuantizedActs,
                 t0: usize,
             ) -> [[f32; 8]; N] {
-                let mut q: [&[i8]; N] = [&[]; N];
-                for (k, row) in q.iter_mut().enumerate() {
-                    *row = acts.row_q(t0 + k);
-                }
-                let mut d: [&[f32]; N] = [&[]; N];
-                for (k, row) in d.iter_mut().enumerate() {
-                    *row = acts.row_d(t0 + k);
-                }
-                let mut s: [&[f32]; N] = [&[]; N];
-                for (k, row) in s.iter_mut().enumerate() {
-                    *row = acts.row_sum(t0 + k);
-                }
+                let q: [&[i8]; N] = rows_of!(acts.row_q, t0);
+                let d: [&[f32]; N] = rows_of!(acts.row_d, t0);
+                let s: [&[f32]; N] = rows_of!(acts.row_sum, t0);
                 let mut blocks = w.blocks;
                 for k in 0..N {
                     blocks = blocks
@@ -525,18 +522,9 @@ mod x86 {
                 acts: &QuantizedActs,
                 t0: usize,
             ) -> [[f32; 8]; N] {
-                let mut q: [&[i8]; N] = [&[]; N];
-                for (k, row) in q.iter_mut().enumerate() {
-                    *row = acts.row_q(t0 + k);
-                }
-                let mut d: [&[f32]; N] = [&[]; N];
-                for (k, row) in d.iter_mut().enumerate() {
-                    *row = acts.row_d(t0 + k);
-                }
-                let mut xsum: [&[i32]; N] = [&[]; N];
-                for (k, row) in xsum.iter_mut().enumerate() {
-                    *row = acts.row_isum(t0 + k);
-                }
+                let q: [&[i8]; N] = rows_of!(acts.row_q, t0);
+                let d: [&[f32]; N] = rows_of!(acts.row_d, t0);
+                let xsum: [&[i32]; N] = rows_of!(acts.row_isum, t0);
                 let mut blocks = w.blocks;
                 for k in 0..N {
                     blocks = blocks
@@ -612,18 +600,9 @@ mod x86 {
                 acts: &QuantizedActs,
                 t0: usize,
             ) -> [[f32; 8]; N] {
-                let mut q: [&[i8]; N] = [&[]; N];
-                for (k, row) in q.iter_mut().enumerate() {
-                    *row = acts.row_q(t0 + k);
-                }
-                let mut d: [&[f32]; N] = [&[]; N];
-                for (k, row) in d.iter_mut().enumerate() {
-                    *row = acts.row_d(t0 + k);
-                }
-                let mut xsum: [&[i32]; N] = [&[]; N];
-                for (k, row) in xsum.iter_mut().enumerate() {
-                    *row = acts.row_isum(t0 + k);
-                }
+                let q: [&[i8]; N] = rows_of!(acts.row_q, t0);
+                let d: [&[f32]; N] = rows_of!(acts.row_d, t0);
+                let xsum: [&[i32]; N] = rows_of!(acts.row_isum, t0);
                 let mut blocks = w.blocks;
                 for k in 0..N {
                     blocks = blocks
@@ -749,51 +728,34 @@ mod x86 {
     /// # Safety
     /// [`Vnni::available`] holds for `vnni`: calling a kernel runs its instructions.
     pub(super) unsafe fn kernels(vnni: Vnni) -> [super::OctetDot; 4] {
-        macro_rules! of {
-            ($m:ident, $q5_0:expr, $q4_1:expr, $q4_k:expr, $q6_k:expr) => {
+        // A kernel of module `$m` run over the activation rows `$n` at a time, then one.
+        macro_rules! passes {
+            ($m:ident, $kernel:ident, $n:expr) => {
                 // SAFETY (each `unsafe`): the caller vouches for `vnni`'s features.
+                |w, o, a, t0, out| {
+                    in_passes(
+                        out,
+                        t0,
+                        |t| unsafe { $m::$kernel::<{ $n }>(w, o, a, t) },
+                        |t| unsafe { $m::$kernel::<1>(w, o, a, t) },
+                    )
+                }
+            };
+        }
+        macro_rules! of {
+            ($m:ident, $n:expr) => {
                 [
-                    |w, o, a, t0, out| {
-                        in_passes(
-                            out,
-                            t0,
-                            |t| unsafe { $m::dot_q5_0_octet::<{ $q5_0 }>(w, o, a, t) },
-                            |t| unsafe { $m::dot_q5_0_octet::<1>(w, o, a, t) },
-                        )
-                    },
-                    |w, o, a, t0, out| {
-                        in_passes(
-                            out,
-                            t0,
-                            |t| unsafe { $m::dot_q4_1_octet::<{ $q4_1 }>(w, o, a, t) },
-                            |t| unsafe { $m::dot_q4_1_octet::<1>(w, o, a, t) },
-                        )
-                    },
-                    |w, o, a, t0, out| {
-                        in_passes(
-                            out,
-                            t0,
-                            |t| unsafe { $m::dot_q4_k_octet::<{ $q4_k }>(w, o, a, t) },
-                            |t| unsafe { $m::dot_q4_k_octet::<1>(w, o, a, t) },
-                        )
-                    },
-                    |w, o, a, t0, out| {
-                        in_passes(
-                            out,
-                            t0,
-                            |t| unsafe { $m::dot_q6_k_octet::<{ $q6_k }>(w, o, a, t) },
-                            |t| unsafe { $m::dot_q6_k_octet::<1>(w, o, a, t) },
-                        )
-                    },
+                    passes!($m, dot_q5_0_octet, $n[0]),
+                    passes!($m, dot_q4_1_octet, $n[1]),
+                    passes!($m, dot_q4_k_octet, $n[2]),
+                    passes!($m, dot_q6_k_octet, $n[3]),
                 ]
             };
         }
-        const P: [usize; 4] = PASS_ROWS;
-        const Q: [usize; 4] = PASS_ROWS_16;
         match vnni {
-            Vnni::None => of!(avx2, Q[0], Q[1], Q[2], Q[3]),
-            Vnni::Avx => of!(vnni, Q[0], Q[1], Q[2], Q[3]),
-            Vnni::Avx512 => of!(vnni512, P[0], P[1], P[2], P[3]),
+            Vnni::None => of!(avx2, PASS_ROWS_16),
+            Vnni::Avx => of!(vnni, PASS_ROWS_16),
+            Vnni::Avx512 => of!(vnni512, PASS_ROWS),
         }
     }
 }

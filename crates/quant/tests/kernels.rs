@@ -203,17 +203,16 @@ fn a_long_product_equals_each_rows_own_bit_for_bit() {
     // 300 rows of 1,024 values: three chunks of the octet products, the last partial.
     let (rows, cols, tokens) = (21, 1024, 300);
     for format in QuantFormat::ALL {
-        let bytes = random_matrix(format, rows, cols, &mut rng);
-        let x: Vec<f32> = (0..tokens * cols)
-            .map(|i| (1.0 + (i / cols % 7) as f32) * (2.0 * rng.float() - 1.0))
-            .collect();
         let matrix = QuantMatrix {
-            bytes: Arc::new(bytes),
+            bytes: Arc::new(random_matrix(format, rows, cols, &mut rng)),
             offset: 0,
             format,
             rows,
             cols,
         };
+        let x: Vec<f32> = (0..tokens * cols)
+            .map(|i| (1.0 + (i / cols % 7) as f32) * (2.0 * rng.float() - 1.0))
+            .collect();
         let pool = Pool::new(2);
         let all = quant_matmul(&matrix, &x, tokens, &pool);
         for t in 0..tokens {
