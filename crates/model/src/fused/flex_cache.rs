@@ -260,12 +260,18 @@ impl Step {
     }
 
     /// The work cut for `threads` threads: a kv head each (its keys and values read once for
-    /// its whole group) where there are enough kv heads, else each group's query heads in
-    /// `threads` parts (Gemma 3 has one kv head).
+    /// its whole group) where the kv heads share out evenly, or in a decoding step where
+    /// there are enough of them (reading a long cache once a head matters more there than
+    /// the balance); else each group's query heads in parts: `threads` of them where there
+    /// are fewer kv heads (Gemma 3 has one), one a query head where the kv heads share out
+    /// unevenly (SmolLM2's three on two threads were 2 + 1 heads' work).
     fn units(&self, threads: usize) -> Vec<Unit> {
+        let kv_heads = self.shape.kv_heads;
         let parts = match threads {
             0 | 1 => 1,
-            _ if self.shape.kv_heads >= threads => 1,
+            _ if kv_heads.is_multiple_of(threads) => 1,
+            _ if kv_heads >= threads && self.tokens == 1 => 1,
+            _ if kv_heads >= threads => self.group,
             _ => threads.min(self.group),
         };
         let per = self.group.div_ceil(parts.max(1)).max(1);
