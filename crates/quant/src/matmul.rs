@@ -109,7 +109,7 @@ struct Output {
     width: usize,
 }
 
-// SAFETY: the pieces write disjoint values (`Output::set`), and the buffer outlives them all:
+// SAFETY: the pieces write disjoint values (`Output::set_run`), and the buffer outlives them all:
 // `quant_matmul_stacked` reads it only after `Pool::map` returns, which is after the last
 // piece.
 unsafe impl Send for Output {}
@@ -118,11 +118,7 @@ unsafe impl Sync for Output {}
 impl Output {
     /// Writes the value of token `t`, column `column`.
     fn set(&self, t: usize, column: usize, value: f32) {
-        let at = t * self.width + column;
-        assert!(at < self.len, "output value {at} of {}", self.len);
-        // SAFETY: `at` is inside the buffer, which is alive (see above), and only the piece
-        // that owns column `column` writes it.
-        unsafe { self.ptr.add(at).write(value) }
+        self.set_run(t, column, std::slice::from_ref(&value));
     }
 
     /// Writes the values of token `t` from column `column` on, checked once for the run.
@@ -134,8 +130,8 @@ impl Output {
             self.len
         );
         // SAFETY: the run is inside the buffer and inside row `t` (checked above); the
-        // buffer is alive and only the piece that owns these columns writes them (see
-        // `set`); `values` is another allocation.
+        // buffer is alive (see the `Send` impl), only the piece that owns these columns
+        // writes them, and `values` is another allocation.
         unsafe {
             std::ptr::copy_nonoverlapping(values.as_ptr(), self.ptr.add(at), values.len());
         }
@@ -176,10 +172,9 @@ fn rows_times_acts(
         }
         PACKED.with_borrow_mut(|packed| {
             packed.pack(w.format, rows, rb);
-            // Octets outside, activation rows inside: an octet's packed rows stay in the
-            // L1 cache while every activation row passes over them.
-            // Activation rows in chunks that stay in the L2 cache while every octet passes
-            // over them: across a whole long prompt they are several megabytes.
+            // Activation rows in chunks that stay in the L2 cache (a whole long prompt's are
+            // several megabytes), octets inside: an octet's packed rows stay in the L1 cache
+            // while the chunk's rows pass over them.
             let chunk = (ACT_CHUNK_BYTES / (2 * w.cols).max(1))
                 .max(12)
                 .next_multiple_of(12);

@@ -79,12 +79,11 @@ impl RowOctets {
 
     /// [`RowOctets::pack`], with the values transposed in AVX2 vectors or one at a time.
     fn pack_with(&mut self, format: QuantFormat, rows: &[u8], row_bytes: usize, vector: bool) {
-        let (block_bytes, block_units, unit_scales) = match format {
-            QuantFormat::Q5_0 => (22, 1, 0),
-            QuantFormat::Q4_1 => (20, 1, 0),
-            QuantFormat::Q4K => (144, 8, 1),
-            QuantFormat::Q6K => (210, 8, 2),
-            _ => (usize::MAX, 1, 0),
+        let Some((block_bytes, block_units, unit_scales)) = layout(format) else {
+            // Nothing to pack: no octets.
+            (self.blocks, self.units) = (0, 0);
+            self.scales.clear();
+            return;
         };
         let blocks = row_bytes / block_bytes;
         let units = blocks * block_units;
@@ -138,24 +137,22 @@ impl RowOctets {
             }
         }
         #[cfg(target_arch = "x86_64")]
-        if vector && block_bytes != usize::MAX {
+        if vector {
             // SAFETY: the CPU has AVX2 (the callers' check).
-            unsafe { x86::pack_values(format, rows, row_bytes, blocks, &mut self.values) };
+            unsafe { x86::pack_values(format, rows, row_bytes, &mut self.values) };
             return;
         }
         let _ = vector;
         // The values one at a time, unit by unit.
-        let mut u = [[0u8; 32]; 8];
+        let mut unit = [0u8; 32];
         for (i, row) in rows.chunks_exact(row_bytes.max(1)).enumerate() {
             let (octet, r) = (i / 8, i % 8);
             for (b, block) in row.chunks_exact(block_bytes).take(blocks).enumerate() {
-                let unit0 = octet * units + b * block_units;
-                for (k, unit) in u[..block_units].iter_mut().enumerate() {
-                    unit_values(format, block, k, unit);
-                }
-                for (k, unit) in u[..block_units].iter().enumerate() {
+                for k in 0..block_units {
+                    unit_values(format, block, k, &mut unit);
+                    let at = 8 * (octet * units + b * block_units + k);
                     for (l, four) in unit.chunks_exact(4).enumerate() {
-                        self.values[8 * (unit0 + k) + l][4 * r..4 * r + 4].copy_from_slice(four);
+                        self.values[at + l][4 * r..4 * r + 4].copy_from_slice(four);
                     }
                 }
             }
@@ -165,6 +162,19 @@ impl RowOctets {
     /// How many octets of rows are packed.
     pub fn octets(&self) -> usize {
         self.scales.len() / self.blocks.max(1)
+    }
+}
+
+/// A block's bytes, its units of 32 values and its integer scales a unit, for the formats
+/// with octet kernels.
+#[inline]
+fn layout(format: QuantFormat) -> Option<(usize, usize, usize)> {
+    match format {
+        QuantFormat::Q5_0 => Some((22, 1, 0)),
+        QuantFormat::Q4_1 => Some((20, 1, 0)),
+        QuantFormat::Q4K => Some((144, 8, 1)),
+        QuantFormat::Q6K => Some((210, 8, 2)),
+        _ => None,
     }
 }
 
@@ -260,16 +270,12 @@ mod x86 {
         format: QuantFormat,
         rows: &[u8],
         row_bytes: usize,
-        blocks: usize,
         values: &mut [[u8; 32]],
     ) {
-        let (block_bytes, block_units) = match format {
-            QuantFormat::Q5_0 => (22, 1),
-            QuantFormat::Q4_1 => (20, 1),
-            QuantFormat::Q4K => (144, 8),
-            QuantFormat::Q6K => (210, 8),
-            _ => return,
+        let Some((block_bytes, block_units, _)) = super::layout(format) else {
+            return;
         };
+        let blocks = row_bytes / block_bytes;
         let row_count = rows.len() / row_bytes.max(1);
         for octet in 0..row_count.div_ceil(8) {
             let count = (row_count - 8 * octet).min(8);
