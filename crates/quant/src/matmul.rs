@@ -99,6 +99,53 @@ pub fn quant_matmul_stacked(ws: &[QuantMatrix], x: &[f32], tokens: usize, pool: 
     out
 }
 
+/// `x` times the transpose of rows `ids` of `w` only: `tokens × ids.len()`, row-major, column
+/// `j` row `ids[j]`'s products, each the value [`quant_matmul`] gives there, bit for bit (the
+/// output head's logits of the tokens a grammar allows, the rest never computed). Ids past
+/// `w`'s rows give 0.
+pub fn quant_matmul_rows(
+    w: &QuantMatrix,
+    x: &[f32],
+    tokens: usize,
+    ids: &[u32],
+    pool: &Pool,
+) -> Vec<f32> {
+    let acts = Arc::new(QuantizedActs::encode(w.format, x, w.cols));
+    // Runs of consecutive rows (a mask's ids come sorted, and allowed tokens cluster: digits,
+    // a word's forms), each cut to pieces of about 32K weights as in the full product:
+    // (first id's place in `ids`, rows).
+    let per = (32_768 / w.cols.max(1)).clamp(8, 1 << 20);
+    let mut pieces: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+    for (j, &id) in ids.iter().enumerate() {
+        let id = id as usize;
+        if id >= w.rows {
+            continue;
+        }
+        match pieces.last_mut() {
+            Some((at, run)) if run.end == id && *at + run.len() == j && run.len() < per => {
+                run.end += 1;
+            }
+            _ => pieces.push((j, id..id + 1)),
+        }
+    }
+    let mut out = vec![0.0f32; tokens * ids.len()];
+    let sink = Arc::new(Output {
+        ptr: out.as_mut_ptr(),
+        len: out.len(),
+        width: ids.len(),
+    });
+    let (w, pieces) = (w.clone(), Arc::new(pieces));
+    pool.map(
+        pieces.len(),
+        Arc::new(move |i| {
+            let (at, rows) = &pieces[i];
+            rows_times_acts(&w, &acts, tokens, rows.clone(), &sink, *at);
+        }),
+    );
+    // `Pool::map` has returned: every piece is written, and none writes any more.
+    out
+}
+
 /// A product's output, `tokens × width` values, written by the pieces at once: each writes
 /// its own columns of every token's row. They used to return their values for the calling
 /// thread to copy into place, which on two threads left it a copy and the page faults of

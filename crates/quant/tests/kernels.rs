@@ -17,7 +17,7 @@ use stampo_quant::dot::{
     dot_q4_k_portable, dot_q5_0_portable, dot_q6_k_portable, dot_q8_0_portable, dot_raw, raw_dot,
     raw_dot_tokens,
 };
-use stampo_quant::matmul::{QuantMatrix, quant_matmul};
+use stampo_quant::matmul::{QuantMatrix, quant_matmul, quant_matmul_rows};
 use stampo_quant::octet::{RowOctets, octet_dot};
 use stampo_quant::pool::Pool;
 use stampo_quant::sample::{Rng, random_matrix};
@@ -223,6 +223,50 @@ fn a_long_product_equals_each_rows_own_bit_for_bit() {
                 bits(&one),
                 "{format}: row {t}"
             );
+        }
+    }
+}
+
+/// The products with a few rows only (the output head's rows of the tokens a grammar
+/// allows) are the full product's values in those rows, bit for bit: runs of consecutive
+/// rows, lone rows, a run longer than a piece, a repeated row, rows past the matrix (0).
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn products_with_chosen_rows_equal_the_full_products_columns_bit_for_bit() {
+    let mut rng = Rng(17);
+    let (rows, cols) = (200, 512);
+    let mut ids: Vec<u32> = vec![0, 1, 2, 5, 9, 10, 11, 12, 13, 14, 15, 16, 17, 30];
+    ids.extend(60..190); // 130 rows: more than one piece of 32K weights
+    ids.extend([190, 190, 199, 200, 7_000]);
+    for format in QuantFormat::ALL {
+        let matrix = QuantMatrix {
+            bytes: Arc::new(random_matrix(format, rows, cols, &mut rng)),
+            offset: 0,
+            format,
+            rows,
+            cols,
+        };
+        // One token (a decoding step), a few (row kernels), and a prefill's worth (octets).
+        for tokens in [1, 3, 9] {
+            let x: Vec<f32> = (0..tokens * cols)
+                .map(|i| (1.0 + (i / cols % 5) as f32) * (2.0 * rng.float() - 1.0))
+                .collect();
+            let pool = Pool::new(3);
+            let all = quant_matmul(&matrix, &x, tokens, &pool);
+            let chosen = quant_matmul_rows(&matrix, &x, tokens, &ids, &pool);
+            assert_eq!(chosen.len(), tokens * ids.len());
+            for t in 0..tokens {
+                for (j, &id) in ids.iter().enumerate() {
+                    let want = all
+                        .get(t * rows + id as usize)
+                        .filter(|_| (id as usize) < rows);
+                    assert_eq!(
+                        chosen[t * ids.len() + j].to_bits(),
+                        want.map_or(0, |v| v.to_bits()),
+                        "{format}, {tokens} tokens: token {t}, row {id}"
+                    );
+                }
+            }
         }
     }
 }
