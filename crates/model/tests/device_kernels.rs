@@ -184,3 +184,67 @@ fn wgpu_stacked_matmul_matches_each_layer() {
     let Some(device) = wgpu_device() else { return };
     check_stacked(&device, "wgpu");
 }
+
+/// The products with chosen rows only (the output head's logits of the tokens a grammar
+/// allows) are the whole product's columns, on every device: ids across the layer's three
+/// parts, out of order and repeated, with a bias.
+fn check_chosen_rows(device: &Device, name: &str) {
+    let mut rng = Rng(0xc405e);
+    let ids = [3u32, 4, 5, 29, 30, 66, 0, 12, 12, 45];
+    for format in QuantFormat::ALL {
+        let bytes = random_matrix(format, ROWS, COLS, &mut rng);
+        let layout = QuantLayout {
+            format,
+            rows: ROWS,
+            cols: COLS,
+        };
+        let part_bytes = 30 * format.row_bytes(COLS).expect("whole blocks");
+        let bias: Vec<f32> = (0..ROWS).map(|_| rng.float()).collect();
+        let bias = Tensor::<1>::from_data(TensorData::new(bias, [ROWS]), device);
+        let layer =
+            QLinear::from_bytes_in_parts("test", &bytes, Some(bias), layout, device, part_bytes)
+                .expect("shape matches");
+        for tokens in [1, 3] {
+            let x: Vec<f32> = (0..tokens * COLS).map(|_| rng.float()).collect();
+            let input =
+                || Tensor::<2>::from_data(TensorData::new(x.clone(), [tokens, COLS]), device);
+            let all = to_vec(layer.forward(input())).expect("readback");
+            let chosen = to_vec(layer.forward_rows(input(), &ids)).expect("readback");
+            assert_eq!(chosen.len(), tokens * ids.len(), "{name} {format}");
+            for t in 0..tokens {
+                for (j, &id) in ids.iter().enumerate() {
+                    let (got, want) = (chosen[t * ids.len() + j], all[t * ROWS + id as usize]);
+                    assert_eq!(
+                        got.to_bits(),
+                        want.to_bits(),
+                        "{name} {format} {tokens} tokens: token {t}, row {id}: {got} vs {want}"
+                    );
+                }
+            }
+            // The sorted ids of a mask, all in one part, and none.
+            let one_part = to_vec(layer.forward_rows(input(), &[30, 31, 59])).expect("readback");
+            assert_eq!(
+                one_part[..3],
+                [all[30], all[31], all[59]],
+                "{name} {format}"
+            );
+            assert!(
+                to_vec(layer.forward_rows(input(), &[]))
+                    .expect("readback")
+                    .is_empty()
+            );
+        }
+    }
+}
+
+#[test]
+fn cpu_chosen_rows_equal_the_whole_products_columns() {
+    let device = DeviceKind::Cpu.device().expect("cpu device");
+    check_chosen_rows(&device, "cpu");
+}
+
+#[test]
+fn wgpu_chosen_rows_equal_the_whole_products_columns() {
+    let Some(device) = wgpu_device() else { return };
+    check_chosen_rows(&device, "wgpu");
+}

@@ -7,6 +7,7 @@
 //! from their bits.
 
 use burn::backend::Cube;
+use burn::backend::ops::FloatTensorOps;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::tensor::{DType, Shape};
 use burn_cubecl::kernel::into_contiguous;
@@ -492,6 +493,19 @@ impl QuantOps for Cube {
         rows: [usize; 3],
     ) -> FloatTensor<Self> {
         matmul_stacked(x, [a, b, c], rows, layout)
+    }
+
+    fn quant_matmul_rows(
+        x: FloatTensor<Self>,
+        blocks: IntTensor<Self>,
+        ids: IntTensor<Self>,
+        layout: QuantLayout,
+    ) -> FloatTensor<Self> {
+        // The whole product, then its columns `ids`: the same values, no faster. On a GPU the
+        // head's rows cost less than the launches a sparse product would add, and the engine
+        // asks for chosen rows on the CPU only.
+        let all = Self::quant_matmul(x, blocks, layout);
+        Self::float_select(all, 1, ids)
     }
 
     fn quant_rows(

@@ -7,7 +7,7 @@ use burn::backend::flex::FlexTensor;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::tensor::{Bytes, TensorData};
 
-use super::matmul::{QuantMatrix, quant_matmul_stacked};
+use super::matmul::{QuantMatrix, quant_matmul_rows, quant_matmul_stacked};
 use super::pool::Pool;
 use super::unpack::dequantize_row;
 use super::{QuantLayout, QuantOps};
@@ -65,6 +65,27 @@ impl QuantOps for Flex {
         let total: usize = rows.iter().sum();
         let out = quant_matmul_stacked(&matrices, values, tokens, Pool::global());
         FlexTensor::from_data(TensorData::new(out, [tokens, total]))
+    }
+
+    fn quant_matmul_rows(
+        x: FloatTensor<Self>,
+        blocks: IntTensor<Self>,
+        ids: IntTensor<Self>,
+        layout: QuantLayout,
+    ) -> FloatTensor<Self> {
+        let tokens = x.layout().shape()[0];
+        let x = x.to_contiguous();
+        let start = x.layout().start_offset();
+        let values = &x.storage::<f32>()[start..start + tokens * layout.cols];
+        let ids: Vec<u32> = ids
+            .into_data()
+            .convert::<i64>()
+            .iter::<i64>()
+            .map(|id| id.clamp(0, i64::from(u32::MAX)) as u32)
+            .collect();
+        let w = matrix(&blocks, layout);
+        let out = quant_matmul_rows(&w, values, tokens, &ids, Pool::global());
+        FlexTensor::from_data(TensorData::new(out, [tokens, ids.len()]))
     }
 
     fn quant_rows(

@@ -54,6 +54,16 @@ pub trait QuantOps: Backend {
         rows: [usize; 3],
     ) -> FloatTensor<Self>;
 
+    /// `x · W[ids]ᵀ`, the products with rows `ids` only: `[tokens, ids]`, each value the one
+    /// [`QuantOps::quant_matmul`] gives in that row (the output head's logits of the tokens a
+    /// grammar allows). Ids must be rows of `W`.
+    fn quant_matmul_rows(
+        x: FloatTensor<Self>,
+        blocks: IntTensor<Self>,
+        ids: IntTensor<Self>,
+        layout: QuantLayout,
+    ) -> FloatTensor<Self>;
+
     /// Rows `ids` of `W`, dequantised: `[ids, cols]` (an embedding lookup).
     fn quant_rows(
         blocks: IntTensor<Self>,
@@ -275,6 +285,77 @@ impl QLinear {
         };
         match &self.bias {
             Some(b) => y + b.val().unsqueeze::<2>(),
+            None => y,
+        }
+    }
+
+    /// The products with rows `ids` only (columns `ids` of [`QLinear::forward`], the same
+    /// values): the output head's logits of the tokens a grammar allows. Ids past the last
+    /// row read the last row (the model checks them against the vocabulary first).
+    ///
+    /// # Shapes
+    /// - `x`: `[tokens, cols]`
+    /// - output: `[tokens, ids]`
+    pub fn forward_rows(&self, x: Tensor<2>, ids: &[u32]) -> Tensor<2> {
+        let device = x.device();
+        if ids.is_empty() {
+            return Tensor::zeros([x.dims()[0], 0], &device);
+        }
+        let last = self.layout.rows.saturating_sub(1) as u32;
+        let ids: Vec<u32> = ids.iter().map(|&id| id.min(last)).collect();
+        // Each part's ids, in their order, then where each id's column lands.
+        let mut order: Vec<usize> = Vec::with_capacity(ids.len());
+        let mut outputs: Vec<Tensor<2>> = Vec::new();
+        for (p, blocks) in self.parts.iter().enumerate() {
+            let (first, layout) = self.part(p);
+            let end = first + layout.rows;
+            let here: Vec<usize> = (0..ids.len())
+                .filter(|&j| (first..end).contains(&(ids[j] as usize)))
+                .collect();
+            if here.is_empty() {
+                continue;
+            }
+            let local: Vec<u32> = here.iter().map(|&j| ids[j] - first as u32).collect();
+            let local = Tensor::<1, Int>::from_data(
+                TensorData::new(local, [here.len()]),
+                (&device, DType::U32),
+            );
+            outputs.push(Tensor::<2>::from_dispatch(
+                <Dispatch as QuantOps>::quant_matmul_rows(
+                    x.clone().into_dispatch(),
+                    blocks.clone().into_dispatch(),
+                    local.into_dispatch(),
+                    layout,
+                ),
+            ));
+            order.extend(here);
+        }
+        let y = match outputs.len() {
+            1 => outputs.swap_remove(0),
+            _ => Tensor::cat(outputs, 1),
+        };
+        // Ids in increasing order (a mask's) come out in place; others are put back.
+        let y = if order.iter().enumerate().all(|(c, &j)| c == j) {
+            y
+        } else {
+            let mut column = vec![0u32; ids.len()];
+            for (c, &j) in order.iter().enumerate() {
+                column[j] = c as u32;
+            }
+            let column = Tensor::<1, Int>::from_data(
+                TensorData::new(column, [ids.len()]),
+                (&device, DType::U32),
+            );
+            y.select(1, column)
+        };
+        match &self.bias {
+            Some(b) => {
+                let ids = Tensor::<1, Int>::from_data(
+                    TensorData::new(ids.clone(), [ids.len()]),
+                    (&device, DType::U32),
+                );
+                y + b.val().select(0, ids).unsqueeze::<2>()
+            }
             None => y,
         }
     }
