@@ -44,6 +44,27 @@ pub trait LogitsSource {
         Box::pin(std::future::ready(self.forward(tokens)))
     }
 
+    /// Whether [`LogitsSource::forward_wanted`] computes only the logits asked for (a model
+    /// on the CPU skips the output head's other rows). The loop then hands it the grammar's
+    /// mask; otherwise it overlaps the mask with [`LogitsSource::submit`].
+    fn skips_unwanted(&self) -> bool {
+        false
+    }
+
+    /// As [`LogitsSource::forward`] where only some logits will be read. `wanted` is called
+    /// once, when the pass reaches the output head, and gives the tokens whose logits are
+    /// needed as a bitmask (bit i of word i / 32), or `None` for all; the others' logits may
+    /// hold anything. The default computes every logit.
+    fn forward_wanted(
+        &mut self,
+        tokens: &[u32],
+        wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+    ) -> Result<Vec<f32>, BoxError> {
+        let logits = self.forward(tokens);
+        wanted();
+        logits
+    }
+
     /// Starts a new sequence that opens with `prompt`. Returns how many leading tokens of
     /// `prompt` the source still holds from the previous sequence (llama.cpp's
     /// `cache_prompt`), having forgotten everything after them; the loop feeds only the rest.
@@ -238,6 +259,10 @@ pub async fn generate_async(
     let scanner = StopScanner::new(&options.stop);
     let mut mask: Vec<u32> = Vec::new();
     let mut grammar_us = Vec::new();
+    // Under a constraint the sampler reads only the logits of tokens the mask allows (and of
+    // end-of-generation tokens): a model may skip the rest, unless `n_probs` reports the
+    // probabilities of the raw logits, which take them all.
+    let only_allowed = (options.n_probs == 0).then_some(eog);
 
     let t_start = clock.now_ms();
     // At least the prompt's last token is fed: its logits start the generation.
@@ -254,6 +279,7 @@ pub async fn generate_async(
         options.overlap,
         clock,
         &mut grammar_us,
+        None,
     )
     .await?;
     let t_prompt = clock.now_ms();
@@ -407,6 +433,7 @@ pub async fn generate_async(
             options.overlap,
             clock,
             &mut grammar_us,
+            only_allowed,
         )
         .await?;
     };
@@ -506,7 +533,8 @@ fn forced_tokens(
 /// One step of work after a token is chosen (or, with `token: None`, after the prompt): the
 /// model's logits for `feed`, and the constraint's commit of `token` plus its next mask,
 /// side by side on two threads when `overlap` is on, else between the model's submit and
-/// the await of its logits.
+/// the await of its logits. With `only_allowed` (the end-of-generation tokens) only the
+/// logits of tokens the mask allows, and of those, will be read (see [`advance_wanted`]).
 #[allow(clippy::too_many_arguments)]
 async fn advance<'c>(
     model: &mut dyn LogitsSource,
@@ -517,6 +545,7 @@ async fn advance<'c>(
     overlap: bool,
     clock: &dyn Clock,
     grammar_us: &mut Vec<f64>,
+    only_allowed: Option<&[u32]>,
 ) -> Result<Vec<f32>, Error> {
     let Some(c) = constraint else {
         return model.submit(feed).await.map_err(Error::Logits);
@@ -528,6 +557,9 @@ async fn advance<'c>(
         mask.resize(logits.len().div_ceil(32), 0);
         grammar_us.push(grammar_step(c, token, mask, clock)?);
         return Ok(logits);
+    }
+    if let Some(eog) = only_allowed.filter(|_| model.skips_unwanted()) {
+        return advance_wanted(model, c, token, feed, mask, overlap, clock, grammar_us, eog);
     }
     #[cfg(not(target_arch = "wasm32"))]
     if overlap {
@@ -545,6 +577,77 @@ async fn advance<'c>(
     let pending = model.submit(feed);
     grammar_us.push(grammar_step(c, token, mask, clock)?);
     pending.await.map_err(Error::Logits)
+}
+
+/// [`advance`] for a model that computes only the logits asked for: the grammar's step runs
+/// beside the model's layers (on a second thread with `overlap`, else when the pass reaches
+/// the output head), and its mask, with the end-of-generation tokens `eog` (which the loop
+/// may allow after the mask), says which of the head's rows the model computes. Under a
+/// JSON Schema most steps allow a few dozen tokens, and the head is up to two thirds of a
+/// step's multiply-adds (Gemma 3).
+#[allow(clippy::too_many_arguments)]
+fn advance_wanted<'c>(
+    model: &mut dyn LogitsSource,
+    c: &mut (dyn TokenConstraint + Send + 'c),
+    token: Option<u32>,
+    feed: &[u32],
+    mask: &mut Vec<u32>,
+    overlap: bool,
+    clock: &dyn Clock,
+    grammar_us: &mut Vec<f64>,
+    eog: &[u32],
+) -> Result<Vec<f32>, Error> {
+    let wanted_of = |mask: &[u32]| {
+        let mut wanted = mask.to_vec();
+        for &e in eog {
+            set_bit(&mut wanted, e as usize, true);
+        }
+        wanted
+    };
+    #[cfg(not(target_arch = "wasm32"))]
+    if overlap {
+        // The worker owns the mask while it computes it, and hands it back when joined.
+        let mut own = std::mem::take(mask);
+        let (logits, grammar) = std::thread::scope(|s| {
+            let mut worker = Some(s.spawn(move || {
+                let us = grammar_step(c, token, &mut own, clock);
+                (own, us)
+            }));
+            let mut joined = None;
+            let logits = model.forward_wanted(feed, &mut || {
+                joined = worker.take()?.join().ok();
+                match &joined {
+                    Some((own, Ok(_))) => Some(wanted_of(own)),
+                    _ => None,
+                }
+            });
+            // A model that failed before its head never asked.
+            if let Some(worker) = worker.take() {
+                joined = worker.join().ok();
+            }
+            (logits, joined)
+        });
+        let (own, us) =
+            grammar.ok_or_else(|| Error::Matcher("the grammar thread panicked".into()))?;
+        *mask = own;
+        grammar_us.push(us?);
+        return logits.map_err(Error::Logits);
+    }
+    #[cfg(target_arch = "wasm32")]
+    let _ = overlap;
+    let mut step = None;
+    let logits = model.forward_wanted(feed, &mut || {
+        let us = grammar_step(c, token, mask, clock);
+        let wanted = us.is_ok().then(|| wanted_of(mask));
+        step = Some(us);
+        wanted
+    });
+    let us = match step {
+        Some(us) => us,
+        None => grammar_step(c, token, mask, clock),
+    };
+    grammar_us.push(us?);
+    logits.map_err(Error::Logits)
 }
 
 /// Commits `token` (if any) and computes the next mask; returns the time taken in µs.

@@ -10,7 +10,7 @@ use stampo_model::{Cache, LoadOptions, Transformer, to_vec, to_vec_async};
 use stampo_tokenizer::{ChatTemplate, Tokenizer};
 
 use crate::error::Error;
-use crate::generate::{BoxError, LogitsSource, PendingLogits};
+use crate::generate::{BoxError, LogitsSource, PendingLogits, mask_bits};
 use crate::session::Session;
 use crate::text::TokenizerText;
 
@@ -54,7 +54,14 @@ impl ModelSource {
 
     /// Queues the forward pass of `tokens`; the logits stay on the device.
     fn queue(&mut self, tokens: &[u32]) -> Result<stampo_model::Tensor<2>, BoxError> {
-        let result = self.model.forward(tokens, &mut self.cache, false);
+        let hidden = self.queue_hidden(tokens)?;
+        Ok(self.model.logits(hidden))
+    }
+
+    /// Queues the forward pass of `tokens` up to the output head: the last token's hidden
+    /// state.
+    fn queue_hidden(&mut self, tokens: &[u32]) -> Result<stampo_model::Tensor<2>, BoxError> {
+        let result = self.model.forward_hidden(tokens, &mut self.cache, false);
         // Whatever happened, what the cache holds is what its position says.
         if result.is_ok() {
             self.held.extend_from_slice(tokens);
@@ -63,6 +70,10 @@ impl ModelSource {
         Ok(result?)
     }
 }
+
+/// The share of the vocabulary up to which only the wanted rows of the output head are
+/// computed: past it the whole product costs about the same and fills every logit.
+const SPARSE_HEAD_SHARE: f64 = 0.75;
 
 impl LogitsSource for ModelSource {
     fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, BoxError> {
@@ -77,6 +88,37 @@ impl LogitsSource for ModelSource {
             Ok(logits)
         });
         Box::pin(async move { Ok(to_vec_async(queued?).await?) })
+    }
+
+    fn skips_unwanted(&self) -> bool {
+        self.model.sparse_head()
+    }
+
+    fn forward_wanted(
+        &mut self,
+        tokens: &[u32],
+        wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+    ) -> Result<Vec<f32>, BoxError> {
+        let hidden = self.queue_hidden(tokens)?;
+        let vocab = self.model.vocab_size();
+        let ids: Option<Vec<u32>> = wanted().map(|mask| {
+            mask_bits(&mask)
+                .take_while(|&i| i < vocab)
+                .map(|i| i as u32)
+                .collect()
+        });
+        match ids {
+            Some(ids) if (ids.len() as f64) <= SPARSE_HEAD_SHARE * vocab as f64 => {
+                let values = to_vec(self.model.logits_of(hidden, &ids)?)?;
+                // Never read: the loop samples among the wanted tokens only.
+                let mut logits = vec![f32::NEG_INFINITY; vocab];
+                for (&id, value) in ids.iter().zip(values) {
+                    logits[id as usize] = value;
+                }
+                Ok(logits)
+            }
+            _ => Ok(to_vec(self.model.logits(hidden))?),
+        }
     }
 
     fn begin(&mut self, prompt: &[u32]) -> Result<usize, BoxError> {

@@ -559,3 +559,100 @@ fn an_asynchronous_device_is_awaited_and_the_mask_is_computed_while_it_works() {
         assert_eq!(step, ["submit", "mask", "logits"], "{log:?}");
     }
 }
+
+/// A model that computes only the logits the loop asks for, as the CPU model's output head
+/// does: every other logit is a huge value, so a loop that read one would pick it. Records
+/// the masks it was handed.
+struct SparseModel {
+    inner: ScriptedModel,
+    wanted: Vec<Vec<u32>>,
+}
+
+impl LogitsSource for SparseModel {
+    fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, BoxError> {
+        self.inner.forward(tokens)
+    }
+
+    fn skips_unwanted(&self) -> bool {
+        true
+    }
+
+    fn forward_wanted(
+        &mut self,
+        tokens: &[u32],
+        wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+    ) -> Result<Vec<f32>, BoxError> {
+        let mut logits = self.inner.forward(tokens)?;
+        if let Some(mask) = wanted() {
+            for (i, l) in logits.iter_mut().enumerate() {
+                if mask[i / 32] >> (i % 32) & 1 == 0 {
+                    *l = 1e30;
+                }
+            }
+            self.wanted.push(mask);
+        }
+        Ok(logits)
+    }
+}
+
+#[test]
+fn a_model_that_computes_only_the_allowed_logits_gives_the_same_output() {
+    let script: Vec<u32> = b"[4x7]".iter().map(|&b| u32::from(b)).collect();
+    let mut plain = ScriptedModel::new(&script);
+    let (want, _) = run(
+        &mut plain,
+        Some(&mut gbnf(DIGITS)),
+        &mut greedy(),
+        &options(None),
+    );
+    let want = want.unwrap();
+    assert!(
+        want.text.starts_with("[4") && want.text.ends_with(']'),
+        "{}",
+        want.text
+    );
+    for overlap in [false, true] {
+        let mut model = SparseModel {
+            inner: ScriptedModel::new(&script),
+            wanted: Vec::new(),
+        };
+        let mut opts = options(None);
+        opts.overlap = overlap;
+        let (out, streamed) = run(&mut model, Some(&mut gbnf(DIGITS)), &mut greedy(), &opts);
+        let out = out.unwrap();
+        assert_eq!(
+            (&out.text, &out.tokens, out.stop),
+            (&want.text, &want.tokens, want.stop)
+        );
+        assert_eq!(streamed, want.text);
+        // Every step after the prompt's was handed the grammar's mask plus end-of-generation:
+        // after "[", digits, "]" and EOS; after "]", only EOS.
+        assert_eq!(
+            model.wanted.len(),
+            out.tokens.len() - 1,
+            "overlap {overlap}"
+        );
+        let allowed = |mask: &[u32]| -> Vec<u32> {
+            (0..=EOS)
+                .filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1)
+                .collect()
+        };
+        let digits_and_close: Vec<u32> = (b'0'..=b'9')
+            .chain([b']'])
+            .map(u32::from)
+            .chain([EOS])
+            .collect();
+        assert_eq!(allowed(&model.wanted[0]), digits_and_close);
+        assert_eq!(allowed(model.wanted.last().unwrap()), vec![EOS]);
+    }
+    // Reporting `n_probs` takes every raw logit: the model is not asked to skip any.
+    let mut model = SparseModel {
+        inner: ScriptedModel::new(&script),
+        wanted: Vec::new(),
+    };
+    let mut opts = options(None);
+    opts.n_probs = 2;
+    let (out, _) = run(&mut model, Some(&mut gbnf(DIGITS)), &mut greedy(), &opts);
+    assert_eq!(out.unwrap().text, want.text);
+    assert!(model.wanted.is_empty());
+}

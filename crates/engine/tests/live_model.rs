@@ -12,6 +12,7 @@ mod common;
 use std::ops::ControlFlow;
 
 use serde_json::{Value, json};
+use stampo_engine::generate::LogitsSource;
 use stampo_engine::response::ResponseMeta;
 use stampo_engine::timing::StdClock;
 use stampo_engine::{Completed, LoadedModel, Request, Streaming};
@@ -287,6 +288,41 @@ fn the_order_schema_holds_greedy_and_sampled() {
             "{sampling}: {finish}"
         );
         assert_valid(&schema, &content(&done));
+    }
+}
+
+/// Under a schema the CPU model computes only the output head's rows of the tokens the mask
+/// allows (and end-of-generation's); `n_probs` makes it compute every logit (the report
+/// takes them all). The tokens drawn are the same, greedy and sampled. (Each run on a model
+/// of its own: a repeated prompt would be decoded from the cache, not prefilled, and a
+/// prefill's last position is not bit for bit a decoding step's.)
+#[test]
+fn computing_only_the_allowed_logits_changes_no_token() {
+    let Some(mut model) = load() else { return };
+    let mut other = load().expect("loads again");
+    let prompt = "Ordine A-1043: 2 pezzi ABC-1234 a 9,99 euro. Pagato con la carta 4421.\n\
+                  The order as JSON: ";
+    for sampling in [
+        json!({"temperature": 0}),
+        json!({"temperature": 0.9, "seed": 2}),
+    ] {
+        let tokens: Vec<Vec<u32>> = [(0, &mut model), (1, &mut other)]
+            .into_iter()
+            .map(|(n_probs, model)| {
+                let mut body = json!({
+                    "prompt": prompt, "n_predict": 48, "n_probs": n_probs,
+                    "json_schema": order_schema()
+                });
+                for (k, v) in sampling.as_object().expect("an object") {
+                    body[k] = v.clone();
+                }
+                let tokens = run(model, body).output.tokens;
+                model.source.begin(&[]).expect("the cache empties");
+                tokens
+            })
+            .collect();
+        assert!(tokens[0].len() > 10, "{sampling}: {:?}", tokens[0]);
+        assert_eq!(tokens[0], tokens[1], "{sampling}");
     }
 }
 
