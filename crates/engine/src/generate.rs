@@ -257,8 +257,12 @@ pub async fn generate_async(
     let clock = control.clock;
     let eog = vocab.end_of_generation();
     let scanner = StopScanner::new(&options.stop);
-    let mut mask: Vec<u32> = Vec::new();
-    let mut grammar_us = Vec::new();
+    let mut masking = Masking {
+        mask: Vec::new(),
+        times_us: Vec::new(),
+        overlap: options.overlap,
+        clock,
+    };
     // Under a constraint the sampler reads only the logits of tokens the mask allows (and of
     // end-of-generation tokens): a model may skip the rest, unless `n_probs` reports the
     // probabilities of the raw logits, which take them all.
@@ -275,10 +279,7 @@ pub async fn generate_async(
         constraint.as_deref_mut(),
         None,
         &prompt[cached..],
-        &mut mask,
-        options.overlap,
-        clock,
-        &mut grammar_us,
+        &mut masking,
         None,
     )
     .await?;
@@ -322,21 +323,22 @@ pub async fn generate_async(
                 // settled here, where the sampler needs them.
                 let can_end = c.is_accepting() && !options.ignore_eos;
                 for &e in eog {
-                    set_bit(&mut mask, e as usize, can_end);
+                    set_bit(&mut masking.mask, e as usize, can_end);
                 }
                 if options.finish_in_budget
                     && let Some(n) = options.n_predict
                 {
-                    steer_to_ending(c, vocab, &mut mask, n as usize - tokens.len(), eog, can_end);
+                    let left = n as usize - tokens.len();
+                    steer_to_ending(c, vocab, &mut masking.mask, left, eog, can_end);
                 }
-                if mask.iter().all(|&w| w == 0) {
+                if masking.mask.iter().all(|&w| w == 0) {
                     if c.is_accepting() {
                         // Complete, and end-of-generation is off or absent: nothing to add.
                         break StopKind::Eos;
                     }
                     return Err(Error::EmptyMask { step: tokens.len() });
                 }
-                Some(mask.as_slice())
+                Some(masking.mask.as_slice())
             }
             None => {
                 if options.ignore_eos {
@@ -429,10 +431,7 @@ pub async fn generate_async(
             constraint.as_deref_mut(),
             (!committed).then_some(token),
             &feed,
-            &mut mask,
-            options.overlap,
-            clock,
-            &mut grammar_us,
+            &mut masking,
             only_allowed,
         )
         .await?;
@@ -453,7 +452,7 @@ pub async fn generate_async(
     let decode_ms = t_end - t_prompt;
     let mask_stats = constraint
         .as_deref()
-        .map(|c| MaskStats::from_samples(&grammar_us, decode_ms, c.cache_hit_rate()));
+        .map(|c| MaskStats::from_samples(&masking.times_us, decode_ms, c.cache_hit_rate()));
     Ok(Output {
         text: String::from_utf8_lossy(&out_text.bytes).into_owned(),
         n_prompt: prompt.len(),
@@ -530,21 +529,42 @@ fn forced_tokens(
     Ok(taken)
 }
 
+/// The grammar's side of the steps: the mask it fills, the time each step took, and how it
+/// runs beside the model.
+struct Masking<'a> {
+    /// Bit i of word i / 32 allows token i; empty until the first logits give its size.
+    mask: Vec<u32>,
+    times_us: Vec<f64>,
+    /// Whether the grammar's step runs on a second thread (native targets).
+    #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
+    overlap: bool,
+    clock: &'a dyn Clock,
+}
+
+impl Masking<'_> {
+    /// Commits `token` (if any) and computes the next mask, timed.
+    fn step(
+        &mut self,
+        c: &mut (dyn TokenConstraint + Send + '_),
+        token: Option<u32>,
+    ) -> Result<(), Error> {
+        let us = grammar_step(c, token, &mut self.mask, self.clock)?;
+        self.times_us.push(us);
+        Ok(())
+    }
+}
+
 /// One step of work after a token is chosen (or, with `token: None`, after the prompt): the
 /// model's logits for `feed`, and the constraint's commit of `token` plus its next mask,
 /// side by side on two threads when `overlap` is on, else between the model's submit and
 /// the await of its logits. With `only_allowed` (the end-of-generation tokens) only the
 /// logits of tokens the mask allows, and of those, will be read (see [`advance_wanted`]).
-#[allow(clippy::too_many_arguments)]
 async fn advance<'c>(
     model: &mut dyn LogitsSource,
     constraint: Option<&mut (dyn TokenConstraint + Send + 'c)>,
     token: Option<u32>,
     feed: &[u32],
-    mask: &mut Vec<u32>,
-    overlap: bool,
-    clock: &dyn Clock,
-    grammar_us: &mut Vec<f64>,
+    masking: &mut Masking<'_>,
     only_allowed: Option<&[u32]>,
 ) -> Result<Vec<f32>, Error> {
     let Some(c) = constraint else {
@@ -552,30 +572,29 @@ async fn advance<'c>(
     };
     // The mask's size comes from the model's logits, which the first step has not seen yet:
     // size it after the first forward (no overlap for the prompt's step).
-    if mask.is_empty() {
+    if masking.mask.is_empty() {
         let logits = model.submit(feed).await.map_err(Error::Logits)?;
-        mask.resize(logits.len().div_ceil(32), 0);
-        grammar_us.push(grammar_step(c, token, mask, clock)?);
+        masking.mask.resize(logits.len().div_ceil(32), 0);
+        masking.step(c, token)?;
         return Ok(logits);
     }
     if let Some(eog) = only_allowed.filter(|_| model.skips_unwanted()) {
-        return advance_wanted(model, c, token, feed, mask, overlap, clock, grammar_us, eog);
+        return advance_wanted(model, c, token, feed, masking, eog);
     }
     #[cfg(not(target_arch = "wasm32"))]
-    if overlap {
+    if masking.overlap {
+        let (mask, clock) = (&mut masking.mask, masking.clock);
         let (logits, grammar) = std::thread::scope(|s| {
             let worker = s.spawn(|| grammar_step(c, token, mask, clock));
             let logits = model.forward(feed);
             (logits, worker.join())
         });
         let us = grammar.map_err(|_| Error::Matcher("the grammar thread panicked".into()))??;
-        grammar_us.push(us);
+        masking.times_us.push(us);
         return logits.map_err(Error::Logits);
     }
-    #[cfg(target_arch = "wasm32")]
-    let _ = overlap;
     let pending = model.submit(feed);
-    grammar_us.push(grammar_step(c, token, mask, clock)?);
+    masking.step(c, token)?;
     pending.await.map_err(Error::Logits)
 }
 
@@ -585,16 +604,12 @@ async fn advance<'c>(
 /// may allow after the mask), says which of the head's rows the model computes. Under a
 /// JSON Schema most steps allow a few dozen tokens, and the head is up to two thirds of a
 /// step's multiply-adds (Gemma 3).
-#[allow(clippy::too_many_arguments)]
 fn advance_wanted<'c>(
     model: &mut dyn LogitsSource,
     c: &mut (dyn TokenConstraint + Send + 'c),
     token: Option<u32>,
     feed: &[u32],
-    mask: &mut Vec<u32>,
-    overlap: bool,
-    clock: &dyn Clock,
-    grammar_us: &mut Vec<f64>,
+    masking: &mut Masking<'_>,
     eog: &[u32],
 ) -> Result<Vec<f32>, Error> {
     let wanted_of = |mask: &[u32]| {
@@ -605,9 +620,9 @@ fn advance_wanted<'c>(
         wanted
     };
     #[cfg(not(target_arch = "wasm32"))]
-    if overlap {
+    if masking.overlap {
         // The worker owns the mask while it computes it, and hands it back when joined.
-        let mut own = std::mem::take(mask);
+        let (mut own, clock) = (std::mem::take(&mut masking.mask), masking.clock);
         let (logits, grammar) = std::thread::scope(|s| {
             let mut worker = Some(s.spawn(move || {
                 let us = grammar_step(c, token, &mut own, clock);
@@ -629,24 +644,18 @@ fn advance_wanted<'c>(
         });
         let (own, us) =
             grammar.ok_or_else(|| Error::Matcher("the grammar thread panicked".into()))?;
-        *mask = own;
-        grammar_us.push(us?);
+        masking.mask = own;
+        masking.times_us.push(us?);
         return logits.map_err(Error::Logits);
     }
-    #[cfg(target_arch = "wasm32")]
-    let _ = overlap;
-    let mut step = None;
+    let mut stepped = None;
     let logits = model.forward_wanted(feed, &mut || {
-        let us = grammar_step(c, token, mask, clock);
-        let wanted = us.is_ok().then(|| wanted_of(mask));
-        step = Some(us);
+        let step = masking.step(c, token);
+        let wanted = step.is_ok().then(|| wanted_of(&masking.mask));
+        stepped = Some(step);
         wanted
     });
-    let us = match step {
-        Some(us) => us,
-        None => grammar_step(c, token, mask, clock),
-    };
-    grammar_us.push(us?);
+    stepped.unwrap_or_else(|| masking.step(c, token))?;
     logits.map_err(Error::Logits)
 }
 

@@ -28,6 +28,22 @@ fn ggml_type(format: QuantFormat) -> GgmlType {
     GgmlType::from_id(format.ggml_id()).expect("every supported format is a ggml type")
 }
 
+/// A random `rows × cols` matrix of `format`, whole.
+fn random_quant_matrix(
+    format: QuantFormat,
+    rows: usize,
+    cols: usize,
+    rng: &mut Rng,
+) -> QuantMatrix {
+    QuantMatrix {
+        bytes: Arc::new(random_matrix(format, rows, cols, rng)),
+        offset: 0,
+        format,
+        rows,
+        cols,
+    }
+}
+
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn decoding_is_bit_identical_to_the_gguf_reference() {
@@ -203,13 +219,7 @@ fn a_long_product_equals_each_rows_own_bit_for_bit() {
     // 300 rows of 1,024 values: three chunks of the octet products, the last partial.
     let (rows, cols, tokens) = (21, 1024, 300);
     for format in QuantFormat::ALL {
-        let matrix = QuantMatrix {
-            bytes: Arc::new(random_matrix(format, rows, cols, &mut rng)),
-            offset: 0,
-            format,
-            rows,
-            cols,
-        };
+        let matrix = random_quant_matrix(format, rows, cols, &mut rng);
         let x: Vec<f32> = (0..tokens * cols)
             .map(|i| (1.0 + (i / cols % 7) as f32) * (2.0 * rng.float() - 1.0))
             .collect();
@@ -239,13 +249,7 @@ fn products_with_chosen_rows_equal_the_full_products_columns_bit_for_bit() {
     ids.extend(60..190); // 130 rows: more than one piece of 32K weights
     ids.extend([190, 190, 199, 200, 7_000]);
     for format in QuantFormat::ALL {
-        let matrix = QuantMatrix {
-            bytes: Arc::new(random_matrix(format, rows, cols, &mut rng)),
-            offset: 0,
-            format,
-            rows,
-            cols,
-        };
+        let matrix = random_quant_matrix(format, rows, cols, &mut rng);
         // One token (a decoding step), a few (row kernels), and a prefill's worth (octets).
         for tokens in [1, 3, 9] {
             let x: Vec<f32> = (0..tokens * cols)
