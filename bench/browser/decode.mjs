@@ -6,6 +6,8 @@
 //
 //   scripts/build-pkg.sh && [STAMPO_DEVICE=auto|cpu|webgpu] node bench/browser/decode.mjs [MODEL.gguf ...]
 //
+// STAMPO_PAD=N puts N copies of a paragraph of filler text (about 60 tokens each) before the
+// user's message, with a context of 4,096: a long prompt's prefill.
 // STAMPO_DEVICE defaults to "cpu". Here WebGPU is SwiftShader (a CPU emulating a GPU), whose
 // numbers say nothing of a GPU's.
 // Models are read from $STAMPO_MODELS (default ~/.cache/stampo/models); the wasm from
@@ -13,10 +15,17 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { launchChromium } from "../../tests/browser/chromium.mjs";
-import { models, modelNames as names, personRequest, servePackage } from "./common.mjs";
+import { PERSON_MESSAGES, models, modelNames as names, personRequest, servePackage } from "./common.mjs";
 
 const device = process.env.STAMPO_DEVICE ?? "cpu";
-const PERSON = personRequest();
+const pad = Number(process.env.STAMPO_PAD ?? 0);
+const FILLER = "Il comune ha approvato il nuovo piano per le piste ciclabili, che collegheranno " +
+  "la stazione al centro storico entro la fine dell'anno; i lavori inizieranno a marzo e " +
+  "costeranno circa due milioni di euro, secondo l'assessore ai trasporti. ";
+const PERSON = personRequest(pad > 0 ? {
+  messages: PERSON_MESSAGES.map((m) => m.role === "user" ? { ...m, content: FILLER.repeat(pad) + m.content } : m),
+} : {});
+const contextSize = pad > 0 ? 4096 : 512;
 
 const server = await servePackage();
 const browser = await launchChromium();
@@ -31,18 +40,18 @@ try {
       console.log(`SKIPPED: ${name} not in ${models}`);
       continue;
     }
-    const r = await page.evaluate(async ({ url, body, device }) => {
+    const r = await page.evaluate(async ({ url, body, device, contextSize }) => {
       const t0 = performance.now();
-      const engine = await window.stampo.Stampo.load({ model: url, contextSize: 512, device });
+      const engine = await window.stampo.Stampo.load({ model: url, contextSize, device });
       const load = (performance.now() - t0) / 1000;
       const runs = [];
       for (let i = 0; i < 2; i++) runs.push(await engine.chat.completions.create(body));
       await engine.unload();
       await window.stampo.Stampo.cache.delete(url).catch(() => {});
       return { load, device: engine.device, runs: runs.map((o) => ({ t: o.timings, text: o.choices[0].message.content })) };
-    }, { url: `/models/${name}`, body: PERSON, device });
+    }, { url: `/models/${name}`, body: PERSON, device, contextSize });
     const [a, b] = r.runs;
-    console.log(`| ${name} (${r.device}) | ${r.load.toFixed(1)} | ${a.t.prompt_per_second.toFixed(1)} | ${a.t.predicted_per_second.toFixed(1)}, ${b.t.predicted_per_second.toFixed(1)} | ${a.text.replace(/\s+/g, " ")} |`);
+    console.log(`| ${name} (${r.device}) | ${r.load.toFixed(1)} | ${a.t.prompt_per_second.toFixed(1)} (${a.t.prompt_n} tokens) | ${a.t.predicted_per_second.toFixed(1)}, ${b.t.predicted_per_second.toFixed(1)} | ${a.text.replace(/\s+/g, " ")} |`);
   }
 } finally {
   await browser.close();
