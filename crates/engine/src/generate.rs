@@ -44,6 +44,14 @@ pub trait LogitsSource {
         Box::pin(std::future::ready(self.forward(tokens)))
     }
 
+    /// How many logits [`LogitsSource::forward`] returns, when known before the first pass:
+    /// the loop then computes the first mask beside the prompt's pass (and, where
+    /// [`LogitsSource::skips_unwanted`], asks only for the first token's allowed logits)
+    /// instead of after it.
+    fn vocab_size(&self) -> Option<usize> {
+        None
+    }
+
     /// Whether [`LogitsSource::forward_wanted`] computes only the logits asked for (a model
     /// on the CPU skips the output head's other rows). The loop then hands it the grammar's
     /// mask; otherwise it overlaps the mask with [`LogitsSource::submit`].
@@ -280,7 +288,7 @@ pub async fn generate_async(
         None,
         &prompt[cached..],
         &mut masking,
-        None,
+        only_allowed,
     )
     .await?;
     let t_prompt = clock.now_ms();
@@ -570,13 +578,18 @@ async fn advance<'c>(
     let Some(c) = constraint else {
         return model.submit(feed).await.map_err(Error::Logits);
     };
-    // The mask's size comes from the model's logits, which the first step has not seen yet:
-    // size it after the first forward (no overlap for the prompt's step).
+    // The mask's size is the model's logits', which a model may tell before its first pass;
+    // otherwise the mask is sized after the first forward (no overlap for the prompt's step).
     if masking.mask.is_empty() {
-        let logits = model.submit(feed).await.map_err(Error::Logits)?;
-        masking.mask.resize(logits.len().div_ceil(32), 0);
-        masking.step(c, token)?;
-        return Ok(logits);
+        match model.vocab_size() {
+            Some(n) => masking.mask.resize(n.div_ceil(32), 0),
+            None => {
+                let logits = model.submit(feed).await.map_err(Error::Logits)?;
+                masking.mask.resize(logits.len().div_ceil(32), 0);
+                masking.step(c, token)?;
+                return Ok(logits);
+            }
+        }
     }
     if let Some(eog) = only_allowed.filter(|_| model.skips_unwanted()) {
         return advance_wanted(model, c, token, feed, masking, eog);

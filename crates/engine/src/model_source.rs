@@ -90,6 +90,10 @@ impl LogitsSource for ModelSource {
         Box::pin(async move { Ok(to_vec_async(queued?).await?) })
     }
 
+    fn vocab_size(&self) -> Option<usize> {
+        Some(self.model.vocab_size())
+    }
+
     fn skips_unwanted(&self) -> bool {
         self.model.sparse_head()
     }

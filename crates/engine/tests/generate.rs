@@ -481,9 +481,15 @@ fn overlapping_the_grammar_with_the_model_changes_nothing_but_time() {
 struct AsyncDevice {
     inner: ScriptedModel,
     log: Arc<std::sync::Mutex<Vec<&'static str>>>,
+    /// Whether it tells its vocabulary's size before the first pass.
+    tells_size: bool,
 }
 
 impl LogitsSource for AsyncDevice {
+    fn vocab_size(&self) -> Option<usize> {
+        self.tells_size.then_some(EOS as usize + 1)
+    }
+
     fn forward(&mut self, _tokens: &[u32]) -> Result<Vec<f32>, BoxError> {
         Err("this device reads back only asynchronously".into())
     }
@@ -531,32 +537,41 @@ impl TokenConstraint for LoggedConstraint {
 
 #[test]
 fn an_asynchronous_device_is_awaited_and_the_mask_is_computed_while_it_works() {
-    let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let mut model = AsyncDevice {
-        inner: ScriptedModel::new(&[b'[' as u32, b'4' as u32, b'2' as u32, b']' as u32]),
-        log: Arc::clone(&log),
-    };
-    let mut constraint = LoggedConstraint {
-        inner: gbnf(DIGITS),
-        log: Arc::clone(&log),
-    };
-    // `run` goes through `generate`, which drives `generate_async` with `block_on`: the
-    // device's pending polls are real waits here.
-    let (out, _) = run(
-        &mut model,
-        Some(&mut constraint),
-        &mut greedy(),
-        &options(None),
-    );
-    let out = out.unwrap();
-    assert_eq!(out.text, "[42]");
-    assert_eq!(out.stop, StopKind::Eos);
-    let log = log.lock().unwrap().clone();
-    // The prompt's step sizes the mask from the logits; every later step computes its mask
-    // between the submit and the logits' arrival.
-    assert_eq!(&log[..4], ["submit", "logits", "mask", "submit"]);
-    for step in log[3..].chunks(3) {
-        assert_eq!(step, ["submit", "mask", "logits"], "{log:?}");
+    for tells_size in [false, true] {
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut model = AsyncDevice {
+            inner: ScriptedModel::new(&[b'[' as u32, b'4' as u32, b'2' as u32, b']' as u32]),
+            log: Arc::clone(&log),
+            tells_size,
+        };
+        let mut constraint = LoggedConstraint {
+            inner: gbnf(DIGITS),
+            log: Arc::clone(&log),
+        };
+        // `run` goes through `generate`, which drives `generate_async` with `block_on`: the
+        // device's pending polls are real waits here.
+        let (out, _) = run(
+            &mut model,
+            Some(&mut constraint),
+            &mut greedy(),
+            &options(None),
+        );
+        let out = out.unwrap();
+        assert_eq!(out.text, "[42]");
+        assert_eq!(out.stop, StopKind::Eos);
+        let log = log.lock().unwrap().clone();
+        // Every step computes its mask between the submit and the logits' arrival; a device
+        // that does not tell its vocabulary's size first has the prompt's step size the mask
+        // from its logits.
+        let first = if tells_size {
+            0
+        } else {
+            assert_eq!(&log[..4], ["submit", "logits", "mask", "submit"]);
+            3
+        };
+        for step in log[first..].chunks(3) {
+            assert_eq!(step, ["submit", "mask", "logits"], "{log:?}");
+        }
     }
 }
 
@@ -566,11 +581,17 @@ fn an_asynchronous_device_is_awaited_and_the_mask_is_computed_while_it_works() {
 struct SparseModel {
     inner: ScriptedModel,
     wanted: Vec<Vec<u32>>,
+    /// Whether it tells its vocabulary's size before the first pass.
+    tells_size: bool,
 }
 
 impl LogitsSource for SparseModel {
     fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, BoxError> {
         self.inner.forward(tokens)
+    }
+
+    fn vocab_size(&self) -> Option<usize> {
+        self.tells_size.then_some(EOS as usize + 1)
     }
 
     fn skips_unwanted(&self) -> bool {
@@ -611,10 +632,11 @@ fn a_model_that_computes_only_the_allowed_logits_gives_the_same_output() {
         "{}",
         want.text
     );
-    for overlap in [false, true] {
+    for (overlap, tells_size) in [(false, false), (true, false), (false, true), (true, true)] {
         let mut model = SparseModel {
             inner: ScriptedModel::new(&script),
             wanted: Vec::new(),
+            tells_size,
         };
         let mut opts = options(None);
         opts.overlap = overlap;
@@ -625,13 +647,12 @@ fn a_model_that_computes_only_the_allowed_logits_gives_the_same_output() {
             (&want.text, &want.tokens, want.stop)
         );
         assert_eq!(streamed, want.text);
-        // Every step after the prompt's was handed the grammar's mask plus end-of-generation:
-        // after "[", digits, "]" and EOS; after "]", only EOS.
-        assert_eq!(
-            model.wanted.len(),
-            out.tokens.len() - 1,
-            "overlap {overlap}"
-        );
+        // Every step after the prompt's (and the prompt's too where the model tells its
+        // vocabulary's size first) was handed the grammar's mask plus end-of-generation: first
+        // "[" and EOS; after "[", digits, "]" and EOS; after "]", only EOS.
+        let case = format!("overlap {overlap}, size told {tells_size}");
+        let skipped = usize::from(!tells_size);
+        assert_eq!(model.wanted.len(), out.tokens.len() - skipped, "{case}");
         let allowed = |mask: &[u32]| -> Vec<u32> {
             (0..=EOS)
                 .filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1)
@@ -642,13 +663,25 @@ fn a_model_that_computes_only_the_allowed_logits_gives_the_same_output() {
             .map(u32::from)
             .chain([EOS])
             .collect();
-        assert_eq!(allowed(&model.wanted[0]), digits_and_close);
-        assert_eq!(allowed(model.wanted.last().unwrap()), vec![EOS]);
+        if tells_size {
+            assert_eq!(
+                allowed(&model.wanted[0]),
+                vec![u32::from(b'['), EOS],
+                "{case}"
+            );
+        }
+        assert_eq!(
+            allowed(&model.wanted[1 - skipped]),
+            digits_and_close,
+            "{case}"
+        );
+        assert_eq!(allowed(model.wanted.last().unwrap()), vec![EOS], "{case}");
     }
     // Reporting `n_probs` takes every raw logit: the model is not asked to skip any.
     let mut model = SparseModel {
         inner: ScriptedModel::new(&script),
         wanted: Vec::new(),
+        tells_size: true,
     };
     let mut opts = options(None);
     opts.n_probs = 2;
