@@ -8,6 +8,7 @@
 //
 // STAMPO_PAD=N puts N copies of a paragraph of filler text (about 60 tokens each) before the
 // user's message, with a context of 4,096: a long prompt's prefill.
+// STAMPO_FREE=1 runs the request without its schema (every logit computed at every step).
 // STAMPO_DEVICE defaults to "cpu". Here WebGPU is SwiftShader (a CPU emulating a GPU), whose
 // numbers say nothing of a GPU's.
 // Models are read from $STAMPO_MODELS (default ~/.cache/stampo/models); the wasm from
@@ -26,6 +27,7 @@ const PERSON = personRequest(pad > 0 ? {
   messages: PERSON_MESSAGES.map((m) => m.role === "user" ? { ...m, content: FILLER.repeat(pad) + m.content } : m),
 } : {});
 const contextSize = pad > 0 ? 4096 : 512;
+if (process.env.STAMPO_FREE === "1") delete PERSON.response_format;
 
 const server = await servePackage();
 const browser = await launchChromium();
