@@ -565,8 +565,8 @@ impl Masking<'_> {
 /// One step of work after a token is chosen (or, with `token: None`, after the prompt): the
 /// model's logits for `feed`, and the constraint's commit of `token` plus its next mask,
 /// side by side on two threads when `overlap` is on, else between the model's submit and
-/// the await of its logits. With `only_allowed` (the end-of-generation tokens) only the
-/// logits of tokens the mask allows, and of those, will be read (see [`advance_wanted`]).
+/// the await of its logits. With `only_allowed` (the end-of-generation tokens), only the
+/// logits of the tokens the mask allows and of those will be read (see [`advance_wanted`]).
 async fn advance<'c>(
     model: &mut dyn LogitsSource,
     constraint: Option<&mut (dyn TokenConstraint + Send + 'c)>,
