@@ -57,46 +57,22 @@ pub fn quant_matmul_stacked(ws: &[QuantMatrix], x: &[f32], tokens: usize, pool: 
     let Some(first) = ws.first() else {
         return Vec::new();
     };
-    let acts = Arc::new(QuantizedActs::encode(first.format, x, first.cols));
-    // Pieces of about 32K weights: small enough that a worker waking late still finds some,
-    // large enough that taking one costs nothing beside computing it. A piece holds rows of
-    // one matrix, a multiple of eight of them (see `RowOctets`).
-    let per = (32_768 / first.cols.max(1))
-        .clamp(8, 1 << 20)
-        .next_multiple_of(8);
-    let pieces: Vec<(usize, std::ops::Range<usize>)> = ws
-        .iter()
-        .enumerate()
-        .flat_map(|(m, w)| {
-            (0..w.rows.div_ceil(per)).map(move |i| (m, i * per..((i + 1) * per).min(w.rows)))
-        })
-        .collect();
-    let total: usize = ws.iter().map(|w| w.rows).sum();
-    let starts: Vec<usize> = ws
-        .iter()
-        .scan(0, |at, w| {
-            let here = *at;
-            *at += w.rows;
-            Some(here)
-        })
-        .collect();
-    let mut out = vec![0.0f32; tokens * total];
-    let sink = Arc::new(Output {
-        ptr: out.as_mut_ptr(),
-        len: out.len(),
-        width: total,
-    });
-    let (ws, pieces) = (ws.to_vec(), Arc::new(pieces));
-    pool.map(
-        pieces.len(),
-        Arc::new(move |i| {
-            let (m, range) = &pieces[i];
-            let first = starts[*m] + range.start;
-            rows_times_acts(&ws[*m], &acts, tokens, range.clone(), &sink, first);
-        }),
-    );
-    // `Pool::map` has returned: every piece is written, and none writes any more.
-    out
+    let acts = QuantizedActs::encode(first.format, x, first.cols);
+    let per = piece_rows(first.cols);
+    let mut pieces = Vec::new();
+    let mut column = 0;
+    for (matrix, w) in ws.iter().enumerate() {
+        for i in 0..w.rows.div_ceil(per) {
+            let rows = i * per..((i + 1) * per).min(w.rows);
+            pieces.push(Piece {
+                matrix,
+                column: column + rows.start,
+                rows,
+            });
+        }
+        column += w.rows;
+    }
+    run_pieces(ws.to_vec(), acts, tokens, column, pieces, pool)
 }
 
 /// `x` times the transpose of rows `ids` of `w` only: `tokens × ids.len()`, row-major, column
@@ -110,36 +86,73 @@ pub fn quant_matmul_rows(
     ids: &[u32],
     pool: &Pool,
 ) -> Vec<f32> {
-    let acts = Arc::new(QuantizedActs::encode(w.format, x, w.cols));
+    let acts = QuantizedActs::encode(w.format, x, w.cols);
     // Runs of consecutive rows (a mask's ids come sorted, and allowed tokens cluster: digits,
-    // a word's forms), each cut to pieces of about 32K weights as in the full product:
-    // (first id's place in `ids`, rows).
-    let per = (32_768 / w.cols.max(1)).clamp(8, 1 << 20);
-    let mut pieces: Vec<(usize, std::ops::Range<usize>)> = Vec::new();
+    // a word's forms), each cut to pieces as in the full product.
+    let per = piece_rows(w.cols);
+    let mut pieces: Vec<Piece> = Vec::new();
     for (j, &id) in ids.iter().enumerate() {
         let id = id as usize;
         if id >= w.rows {
             continue;
         }
         match pieces.last_mut() {
-            Some((at, run)) if run.end == id && *at + run.len() == j && run.len() < per => {
-                run.end += 1;
+            Some(p) if p.rows.end == id && p.column + p.rows.len() == j && p.rows.len() < per => {
+                p.rows.end += 1;
             }
-            _ => pieces.push((j, id..id + 1)),
+            _ => pieces.push(Piece {
+                matrix: 0,
+                rows: id..id + 1,
+                column: j,
+            }),
         }
     }
-    let mut out = vec![0.0f32; tokens * ids.len()];
+    run_pieces(vec![w.clone()], acts, tokens, ids.len(), pieces, pool)
+}
+
+/// Rows a piece of a product holds: about 32K weights, small enough that a worker waking
+/// late still finds some, large enough that taking one costs nothing beside computing it; a
+/// multiple of eight (see `RowOctets`).
+fn piece_rows(cols: usize) -> usize {
+    (32_768 / cols.max(1)).clamp(8, 1 << 20).next_multiple_of(8)
+}
+
+/// Rows `rows` of matrix `matrix` of a product, their outputs from column `column` on.
+struct Piece {
+    matrix: usize,
+    rows: std::ops::Range<usize>,
+    column: usize,
+}
+
+/// The `pieces` of a product of `ws` with `acts`, taken in turn by the caller and the workers
+/// (woken once for them all): `tokens × width` values, row-major.
+fn run_pieces(
+    ws: Vec<QuantMatrix>,
+    acts: QuantizedActs,
+    tokens: usize,
+    width: usize,
+    pieces: Vec<Piece>,
+    pool: &Pool,
+) -> Vec<f32> {
+    let mut out = vec![0.0f32; tokens * width];
     let sink = Arc::new(Output {
         ptr: out.as_mut_ptr(),
         len: out.len(),
-        width: ids.len(),
+        width,
     });
-    let (w, pieces) = (w.clone(), Arc::new(pieces));
+    let (acts, pieces) = (Arc::new(acts), Arc::new(pieces));
     pool.map(
         pieces.len(),
         Arc::new(move |i| {
-            let (at, rows) = &pieces[i];
-            rows_times_acts(&w, &acts, tokens, rows.clone(), &sink, *at);
+            let p = &pieces[i];
+            rows_times_acts(
+                &ws[p.matrix],
+                &acts,
+                tokens,
+                p.rows.clone(),
+                &sink,
+                p.column,
+            );
         }),
     );
     // `Pool::map` has returned: every piece is written, and none writes any more.
@@ -157,7 +170,7 @@ struct Output {
 }
 
 // SAFETY: the pieces write disjoint values (`Output::set_run`), and the buffer outlives them all:
-// `quant_matmul_stacked` reads it only after `Pool::map` returns, which is after the last
+// `run_pieces` reads it only after `Pool::map` returns, which is after the last
 // piece.
 unsafe impl Send for Output {}
 unsafe impl Sync for Output {}
