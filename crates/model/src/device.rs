@@ -53,6 +53,11 @@ impl DeviceKind {
     }
 }
 
+/// Whether `device` is burn's Flex CPU device.
+pub fn is_cpu(device: &Device) -> bool {
+    matches!(device.as_dispatch(), burn::backend::DispatchDevice::Flex(_))
+}
+
 /// The thread's WebGPU device, set up on first use (a wasm module lives in one thread: the
 /// page's or a worker's). As natively, burn's runtime is initialised once, and a failure is
 /// remembered: asking again gets the same answer.

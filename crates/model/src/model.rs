@@ -405,10 +405,7 @@ impl Transformer {
     /// Whether [`Transformer::logits_of`] reads only the rows asked for (the CPU device); on
     /// the wgpu device it computes every logit and picks the ones asked for.
     pub fn sparse_head(&self) -> bool {
-        matches!(
-            self.device().as_dispatch(),
-            burn::backend::DispatchDevice::Flex(_)
-        )
+        crate::device::is_cpu(&self.device())
     }
 
     /// The output projection: its own matrix, or the embedding table when tied.

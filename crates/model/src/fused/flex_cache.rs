@@ -41,8 +41,10 @@ pub const TILE: usize = 16;
 /// device where this CPU runs the vector loops (x86-64 with AVX2, FMA and F16C) and heads are
 /// whole vectors. Elsewhere (the browser's wasm among them) the cache stays `f32`.
 pub fn f16_cache_applies(head_dim: usize, device: &Device) -> bool {
-    let on_flex = matches!(device.as_dispatch(), burn::backend::DispatchDevice::Flex(_));
-    on_flex && head_dim > 0 && head_dim.is_multiple_of(TILE) && kernels::available()
+    crate::device::is_cpu(device)
+        && head_dim > 0
+        && head_dim.is_multiple_of(TILE)
+        && kernels::available()
 }
 
 /// Whether [`F16CacheOps::f16_attention`] gives the matmul path's results for a step with
