@@ -540,7 +540,8 @@ fn forced_tokens(
 /// The grammar's side of the steps: the mask it fills, the time each step took, and how it
 /// runs beside the model.
 struct Masking<'a> {
-    /// Bit i of word i / 32 allows token i; empty until the first logits give its size.
+    /// Bit i of word i / 32 allows token i; empty until the model says its vocabulary size
+    /// or its first logits give it.
     mask: Vec<u32>,
     times_us: Vec<f64>,
     /// Whether the grammar's step runs on a second thread (native targets).
