@@ -14,7 +14,7 @@ profile=release
 bash "$root/scripts/build-wasm.sh" "$@"
 rm -rf "$dist"
 mkdir -p "$dist/wasm"
-cp "$STAMPO_CACHE/wasm/$profile/"stampo_{wasm,webgpu}* "$dist/wasm/"
+cp "$STAMPO_CACHE/wasm/$profile/"stampo_{wasm,threads,webgpu}* "$dist/wasm/"
 cp "$root"/pkg/src/*.js "$root"/pkg/src/*.d.ts "$dist/"
 cp "$root"/pkg/README.md "$dist/"
 tarball=$(cd "$root/pkg" && npm pack --silent --pack-destination "$root/pkg" | tail -n 1)

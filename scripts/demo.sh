@@ -33,7 +33,7 @@ scripts/build-wasm.sh
 rm -rf web/dist/stampo
 mkdir -p web/dist/stampo/wasm
 cp pkg/src/*.js web/dist/stampo/
-cp "$STAMPO_CACHE/wasm/release/"stampo_{wasm,webgpu}* web/dist/stampo/wasm/
+cp "$STAMPO_CACHE/wasm/release/"stampo_{wasm,threads,webgpu}* web/dist/stampo/wasm/
 echo "demo: page built in $(( $(date +%s) - t0 )) s (web/dist)"
 [ "$build_only" = 1 ] && exit 0
 exec node scripts/lib/serve-demo.mjs web/dist "$STAMPO_MODELS" "$port"

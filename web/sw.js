@@ -20,8 +20,13 @@ const APP_FILES = [
   "stampo/index.js",
   "stampo/host.js",
   "stampo/worker.js",
+  "stampo/thread.js",
   "stampo/wasm/stampo_wasm.js",
   "stampo/wasm/stampo_wasm_bg.wasm",
+  // The threaded CPU runtime, which this page (served cross-origin isolated) runs on a CPU
+  // with more than one core.
+  "stampo/wasm/stampo_threads.js",
+  "stampo/wasm/stampo_threads_bg.wasm",
   // Not the WebGPU runtime (stampo/wasm/stampo_webgpu*, 3 MB gzipped), which a browser without
   // a hardware adapter never fetches: the fetch handler below keeps it once it has been used.
 ];

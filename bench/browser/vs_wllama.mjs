@@ -2,9 +2,9 @@
 // the same headless Chromium, on the same GGUF files, with the same chat requests: the person
 // extraction free and under its JSON Schema (greedy, max_tokens 64, context 512). Each engine
 // reports llama.cpp-style `timings`; those are what the table shows. Both run on the CPU:
-// wllama with n_gpu_layers 0, stampo with device "cpu". stampo's worker runs one thread;
-// wllama runs once with 1 thread (like for like) and once with 2 (this machine's cores; its
-// default is every core). Memory: each run gets a browser of its own, and the peak resident
+// wllama with n_gpu_layers 0, stampo with device "cpu". Each runs once with 1 thread and once
+// with 2 (this machine's cores): stampo's threaded runtime and wllama's multi-thread build, both
+// in this cross-origin isolated page. Memory: each run gets a browser of its own, and the peak resident
 // memory (VmHWM) of its renderer processes — the page, its workers, their wasm and JS buffers —
 // is read from /proc once the run is done (Linux only; one browser at a time on the machine).
 // Not a test: numbers depend on the machine and its load.
@@ -60,17 +60,18 @@ try {
     const url = `/models/${name}`;
     // One browser per engine and model: nothing of one run's memory carries into the next.
     const runs = [
-      ["stampo (1 thread)", async ({ url, free, constrained }) => {
+      ...[1, 2].map((threads) => [`stampo (${threads} thread${threads > 1 ? "s" : ""})`, async ({ url, free, constrained, threads }) => {
         const { Stampo } = await import("/pkg/index.js");
         const t0 = performance.now();
-        const engine = await Stampo.load({ model: url, contextSize: 512, device: "cpu" });
+        const engine = await Stampo.load({ model: url, contextSize: 512, device: "cpu", threads });
         const load = (performance.now() - t0) / 1000;
+        if (engine.info.threads !== threads) throw new Error(`stampo runs ${engine.info.threads} threads: ${engine.info.threads_fallback}`);
         const a = await engine.chat.completions.create(free);
         const b = await engine.chat.completions.create(constrained);
         await engine.unload();
         await Stampo.cache.delete(url).catch(() => {});
         return { load, a, b };
-      }, {}],
+      }, { threads }]),
       ...[1, 2].map((threads) => [`wllama (${threads} thread${threads > 1 ? "s" : ""})`, async ({ url, free, constrained, threads }) => {
         const { Wllama } = await import("/wllama/index.js");
         const wllama = new Wllama({ default: "/wllama/wasm/wllama.wasm" }, { suppressNativeLog: true });

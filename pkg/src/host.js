@@ -7,10 +7,12 @@
 // A model arrives as "loadBegin", one "loadChunk" per piece of the file, then "loadEnd": each
 // tensor goes onto the device as soon as its bytes are in, so the file is never held whole.
 //
-// Two runtimes: `stampo_wasm` (the CPU path and the grammar engine, always loaded) and
-// `stampo_webgpu` (the same engine with the WebGPU device, three times larger), fetched only
-// when a model is loaded on WebGPU.
-import init, { beginLoad as beginOnCpu, compileSchema } from "./wasm/stampo_wasm.js";
+// Three runtimes: `stampo_wasm` (the CPU path and the grammar engine, on one thread),
+// `stampo_threads` (the same built with wasm threads: its products run on a pool of Web Workers
+// sharing its memory) and `stampo_webgpu` (the same engine with the WebGPU device, three times
+// larger). Each is fetched only when needed: the threaded one for a model loaded on the CPU
+// with more than one thread, where it can run (see `threadsUnavailable`); the WebGPU one for
+// a model loaded on WebGPU.
 
 let webgpuRuntime = null;
 /** The WebGPU runtime's `beginLoad`, fetched and started on first use. */
@@ -26,6 +28,90 @@ function webgpuLoader() {
     });
   }
   return webgpuRuntime;
+}
+
+/**
+ * Why the threaded runtime cannot run here, or null. Its memory is a SharedArrayBuffer, which
+ * only a cross-origin isolated page has (COOP and COEP headers), and its threads park between
+ * jobs (`Atomics.wait`), which a page's main thread may not.
+ */
+function threadsUnavailable() {
+  if (typeof WorkerGlobalScope === "undefined" || !(globalThis instanceof WorkerGlobalScope)) {
+    return "the engine runs on the page's thread (worker: false)";
+  }
+  if (!globalThis.crossOriginIsolated) {
+    return "the page is not cross-origin isolated (it needs the COOP and COEP headers)";
+  }
+  return null;
+}
+
+async function startSingleThread() {
+  const runtime = await import("./wasm/stampo_wasm.js");
+  const exports = await runtime.default({ module_or_path: new URL("./wasm/stampo_wasm_bg.wasm", import.meta.url) });
+  return { runtime, memory: exports.memory, threadsFallback: null };
+}
+
+/** How long a thread may take to start before the load goes on with one thread. */
+const THREAD_START_MS = 30_000;
+
+/**
+ * The threaded runtime with a pool of `threads` threads: this one and `threads - 1` Web Workers
+ * (thread.js), each given the compiled module and the shared memory. Resolves once every one
+ * runs the pool's loop; a thread that fails or does not start in time fails it all (the pool
+ * would queue work for it for good).
+ */
+async function startThreads(threads) {
+  const runtime = await import("./wasm/stampo_threads.js");
+  const module = await WebAssembly.compileStreaming(fetch(new URL("./wasm/stampo_threads_bg.wasm", import.meta.url)));
+  // The glue makes the shared memory; the module exports it too.
+  const { memory } = await runtime.default({ module_or_path: module });
+  const workers = [];
+  const start = () =>
+    new Promise((resolve, reject) => {
+      const worker = new Worker(new URL("./thread.js", import.meta.url), { type: "module", name: "stampo-matmul" });
+      workers.push(worker);
+      const timer = setTimeout(() => reject(new Error(`a thread did not start in ${THREAD_START_MS / 1000} s`)), THREAD_START_MS);
+      worker.onmessage = ({ data }) => {
+        clearTimeout(timer);
+        if (data.ready) resolve();
+        else reject(new Error(`a thread failed to start: ${data.error}`));
+      };
+      worker.onerror = (event) => {
+        clearTimeout(timer);
+        reject(new Error(`a thread failed to start: ${event.message ?? "its script did not load"}`));
+      };
+      worker.postMessage({ module, memory });
+    });
+  try {
+    await Promise.all(Array.from({ length: runtime.startPool(threads) }, start));
+  } catch (err) {
+    for (const worker of workers) worker.terminate();
+    throw err;
+  }
+  return { runtime, memory, threadsFallback: null };
+}
+
+/**
+ * The CPU runtime, chosen once per host by the first call: the threaded one for `threads > 1`
+ * where it can run and starts, else the single-threaded one with the reason kept.
+ */
+function cpuRuntimeChooser() {
+  let chosen = null;
+  return (threads) => {
+    chosen ??= (async () => {
+      if (threads <= 1) return startSingleThread();
+      const unavailable = threadsUnavailable();
+      if (!unavailable) {
+        try {
+          return await startThreads(threads);
+        } catch (err) {
+          return { ...(await startSingleThread()), threadsFallback: `the threaded runtime did not start: ${err?.message ?? err}` };
+        }
+      }
+      return { ...(await startSingleThread()), threadsFallback: unavailable };
+    })();
+    return chosen;
+  };
 }
 
 function fail(code, message) {
@@ -52,7 +138,7 @@ async function chooseDevice(requested) {
 
 /** A handler of index.js's messages; `post` sends replies (chunks, done, error). */
 export function createHost(post) {
-  const ready = init({ module_or_path: new URL("./wasm/stampo_wasm_bg.wasm", import.meta.url) });
+  const cpuRuntime = cpuRuntimeChooser();
   let engine = null;
   // The model being loaded: the wasm loader, why "auto" passed WebGPU over, when it began.
   let loading = null;
@@ -68,7 +154,6 @@ export function createHost(post) {
   };
 
   async function handle(msg) {
-    await ready;
     switch (msg.type) {
       case "loadBegin": {
         engine?.free();
@@ -76,7 +161,14 @@ export function createHost(post) {
         dropLoad();
         const started = performance.now();
         const { device, fallback } = await chooseDevice(msg.device ?? "auto");
-        const { begin, memory } = device === "cpu" ? { begin: beginOnCpu, memory: (await ready).memory } : await webgpuLoader();
+        let begin, memory, threadsFallback = null;
+        if (device === "cpu") {
+          const cpu = await cpuRuntime(msg.threads ?? 1);
+          ({ memory, threadsFallback } = cpu);
+          begin = cpu.runtime.beginLoad;
+        } else {
+          ({ begin, memory } = await webgpuLoader());
+        }
         // Called once with 0 when the header is parsed, then as each tensor goes onto the
         // device: index.js reports them as the "parse" and "upload" phases.
         let parsed = false;
@@ -85,7 +177,7 @@ export function createHost(post) {
           parsed = true;
           post({ id: current, type: "chunk", chunk: JSON.stringify({ phase, loaded, total }) });
         };
-        loading = { loader: await begin(msg.contextSize, device, onUpload, msg.sha256 ?? null), fallback, started, memory };
+        loading = { loader: await begin(msg.contextSize, device, onUpload, msg.sha256 ?? null), fallback, threadsFallback, started, memory };
         return {};
       }
       case "loadChunk": {
@@ -100,11 +192,12 @@ export function createHost(post) {
       }
       case "loadEnd": {
         if (!loading) throw fail("not_loading", "no load was begun");
-        const { loader, fallback, started, memory } = loading;
+        const { loader, fallback, threadsFallback, started, memory } = loading;
         loading = null;
         engine = loader.finish(); // consumes the loader, whether it succeeds or not
         const info = JSON.parse(engine.info());
         info.webgpu_fallback ??= fallback;
+        info.threads_fallback = threadsFallback;
         // The module's memory never shrinks: its size now is the most the load ever took.
         info.wasm_memory_bytes = memory?.buffer.byteLength ?? null;
         return { info, loadMs: performance.now() - started };
@@ -132,7 +225,7 @@ export function createHost(post) {
       case "detokenize":
         return { text: loaded().detokenize(Uint32Array.from(msg.ids)) };
       case "compileSchema":
-        return { result: compileSchema(msg.schema, msg.strict ?? false) };
+        return { result: (await cpuRuntime(1)).runtime.compileSchema(msg.schema, msg.strict ?? false) };
       case "unload":
         engine?.free();
         engine = null;

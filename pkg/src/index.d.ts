@@ -15,6 +15,13 @@ export interface LoadOptions {
   device?: "auto" | "cpu" | "webgpu";
   /** KV cache size in tokens, capped at the model's context length. Default 4096. */
   contextSize?: number;
+  /**
+   * Threads for the CPU path (1 to 64; default: `navigator.hardwareConcurrency`, at most 4).
+   * More than one runs the threaded runtime, which needs the engine in a worker (the default)
+   * and a cross-origin isolated page (COOP/COEP headers); elsewhere the load goes on with one
+   * thread and `info.threads_fallback` says why.
+   */
+  threads?: number;
   onProgress?: (progress: LoadProgress) => void;
   signal?: AbortSignal;
   /** Keep URL downloads in the model cache, OPFS or Cache Storage (default true). */
@@ -34,6 +41,10 @@ export interface ModelInfo {
   device: "webgpu" | "cpu";
   /** Why "auto" did not use WebGPU (no adapter, say); null otherwise. */
   webgpu_fallback: string | null;
+  /** Threads the CPU path's products run on (1 on WebGPU). */
+  threads: number;
+  /** Why a CPU load asking for several threads runs on one (a page not cross-origin isolated, say); null otherwise. */
+  threads_fallback: string | null;
   /**
    * The engine's wasm memory once loaded, in bytes: it never shrinks, so this is the most
    * the load took (weights, on the CPU path; KV cache; scratch).

@@ -313,9 +313,9 @@ async function fromNetwork(url, store, signal) {
  * copied, to a worker) and, for a URL, into the model cache, so the file is never held whole.
  * The cache entry is committed only once the engine has loaded the model.
  */
-async function streamModel(channel, opened, { contextSize, device, sha256, onProgress, signal, worker }) {
+async function streamModel(channel, opened, { contextSize, device, threads, sha256, onProgress, signal, worker }) {
   const onChunk = (p) => onProgress?.(p); // the engine's "parse" and "upload" reports
-  await channel.call({ type: "loadBegin", contextSize, device, sha256: sha256 ?? null });
+  await channel.call({ type: "loadBegin", contextSize, device, threads, sha256: sha256 ?? null });
   let cacheError = null;
   let sink = null;
   if (opened.store && !opened.hit) {
@@ -405,6 +405,17 @@ function requestStream(channel, body, opts) {
   };
 }
 
+/** The most threads a CPU load may ask for. */
+const MAX_THREADS = 64;
+
+/**
+ * Threads for the CPU path when the caller names none: the cores the browser reports, at most
+ * four (decoding reads every weight once a token, and past a few threads memory is the limit).
+ */
+function defaultThreads() {
+  return Math.max(1, Math.min(globalThis.navigator?.hardwareConcurrency ?? 1, 4));
+}
+
 async function run(channel, body, { signal, customJson } = {}, onChunk) {
   if (signal?.aborted) throw abortError();
   const shared = globalThis.crossOriginIsolated ? new SharedArrayBuffer(4) : null;
@@ -432,12 +443,15 @@ export class Stampo {
    * says why not), "webgpu" (an error with code `device_unavailable` when it cannot start) or
    * "cpu". `engine.device` says which one runs.
    */
-  static async load({ model, device = "auto", contextSize = 4096, onProgress, signal, cache = true, sha256, worker = true } = {}) {
+  static async load({ model, device = "auto", contextSize = 4096, threads = defaultThreads(), onProgress, signal, cache = true, sha256, worker = true } = {}) {
     if (!["auto", "cpu", "webgpu"].includes(device)) throw new StampoError(`device must be "auto", "cpu" or "webgpu", got ${JSON.stringify(device)}`, "invalid_argument");
+    if (!Number.isInteger(threads) || threads < 1 || threads > MAX_THREADS) {
+      throw new StampoError(`threads must be a whole number from 1 to ${MAX_THREADS}, got ${JSON.stringify(threads)}`, "invalid_argument");
+    }
     if (signal?.aborted) throw abortError();
     const channel = new Channel(worker);
     try {
-      const options = { contextSize, device, sha256, onProgress, signal, worker };
+      const options = { contextSize, device, threads, sha256, onProgress, signal, worker };
       let opened = await openModel(model, { signal, cache });
       let loaded;
       try {

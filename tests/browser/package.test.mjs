@@ -1,7 +1,8 @@
 // The npm package (pkg/src over the wasm build of crates/wasm) in headless Chromium: the
 // default model loaded from a local server into the engine's worker, the Italian person
-// extraction through chat.completions.create (whole and streamed), an abort mid-stream, a
-// second load served from Cache Storage with no request for the model, the same-thread mode.
+// extraction through chat.completions.create (whole and streamed), the same answer on one
+// thread as on the threaded runtime's pool, an abort mid-stream, a second load served from
+// Cache Storage with no request for the model, the same-thread mode.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { createReadStream, existsSync, statSync } from "node:fs";
@@ -121,7 +122,7 @@ test("the default model loads into the worker with progress, on the CPU", { time
         if (p.phase === "upload") upload.push([p.loaded, p.total]);
       },
     });
-    return { ...window.engine.info, phases: [...phases], last, upload, isolated: crossOriginIsolated };
+    return { ...window.engine.info, phases: [...phases], last, upload, isolated: crossOriginIsolated, cores: navigator.hardwareConcurrency };
   }, MODEL_URL);
   const { upload, ...shown } = info;
   console.log(`# loaded: ${JSON.stringify(shown)}`);
@@ -139,6 +140,10 @@ test("the default model loads into the worker with progress, on the CPU", { time
   assert.ok(info.warmUpMs >= 0);
   assert.equal(info.last.loaded, info.bytes);
   assert.ok(info.isolated, "the page is cross-origin isolated (COOP/COEP), so aborts are cooperative");
+  // Isolated, in a worker: the threaded runtime, on as many threads as the browser reports
+  // cores (at most four).
+  assert.equal(info.threads, Math.min(info.cores, 4), JSON.stringify(shown));
+  assert.equal(info.threads_fallback, null);
   // The file streamed in: the module holds the weights once (a whole copy of the file beside
   // them would take it past two files' size), plus the KV cache and scratch.
   const kvBytes = 30 * 2 * 1024 * 192 * 4; // layers × (K, V) × positions × kv width × f32
@@ -163,6 +168,31 @@ test("person extraction through chat.completions.create, whole and streamed, agr
   const streamed = out.chunks.map((c) => c.choices?.[0]?.delta?.content ?? "").join("");
   assert.equal(streamed, text, "the streamed deltas spell the whole response");
   assert.ok(out.chunks.some((c) => c.choices?.[0]?.finish_reason === "stop"), "a chunk closes with finish_reason stop");
+});
+
+test("one thread gives the pool's answer; off a worker the pool falls back to one thread and says why", { timeout: 300_000 }, async () => {
+  const out = await page.evaluate(async ({ url, body }) => {
+    const answer = async (engine) => (await engine.chat.completions.create(body)).choices[0].message.content;
+    const pooled = await answer(window.engine);
+    const single = await window.stampo.Stampo.load({ model: url, contextSize: 1024, threads: 1 });
+    const one = { text: await answer(single), info: single.info };
+    await single.unload();
+    const here = await window.stampo.Stampo.load({ model: url, contextSize: 1024, threads: 2, worker: false });
+    const sameThread = { text: await answer(here), info: here.info };
+    await here.unload();
+    let refused = null;
+    await window.stampo.Stampo.load({ model: url, threads: 0 }).catch((e) => (refused = { code: e.code, message: e.message }));
+    return { pooled, one, sameThread, refused, poolThreads: window.engine.info.threads };
+  }, { url: MODEL_URL, body: PERSON });
+  console.log(`# ${out.poolThreads} threads: ${out.pooled}; one thread: ${out.one.text}; same thread: ${out.sameThread.text}`);
+  assert.equal(out.one.info.threads, 1);
+  assert.equal(out.one.info.threads_fallback, null, "one thread asked for is not a fallback");
+  assert.equal(out.one.text, out.pooled, "the same tokens on one thread as on the pool");
+  assert.equal(out.sameThread.info.threads, 1);
+  assert.match(out.sameThread.info.threads_fallback, /page's thread/);
+  assert.equal(out.sameThread.text, out.pooled);
+  assert.equal(out.refused?.code, "invalid_argument", JSON.stringify(out.refused));
+  assert.match(out.refused.message, /threads must be a whole number from 1 to 64, got 0/);
 });
 
 test("an abort mid-stream rejects with AbortError and the engine goes on serving", { timeout: 300_000 }, async () => {

@@ -24,6 +24,25 @@ enum Phase {
     Failed(String),
 }
 
+/// Where the model runs, as the page says it: the device, the CPU path's threads, and why
+/// WebGPU or more threads were passed over.
+fn device_line(info: &Value) -> String {
+    if info["device"] == "webgpu" {
+        return "Running on WebGPU in a Web Worker.".to_string();
+    }
+    let threads = info["threads"].as_u64().unwrap_or(1);
+    let plural = if threads == 1 { "" } else { "s" };
+    let mut line = format!("Running on the CPU path ({threads} thread{plural}) in a Web Worker");
+    if let Some(why) = info["webgpu_fallback"].as_str() {
+        line.push_str(&format!(": {why}"));
+    }
+    line.push('.');
+    if let Some(why) = info["threads_fallback"].as_str() {
+        line.push_str(&format!(" One thread only: {why}."));
+    }
+    line
+}
+
 fn mib(bytes: f64) -> String {
     format!("{:.1} MiB", bytes / f64::from(1u32 << 20))
 }
@@ -148,10 +167,7 @@ pub fn ModelPanel(engine: RwSignal<Option<Stampo>, LocalStorage>) -> impl IntoVi
                             info["loadMs"].as_f64().unwrap_or(0.0),
                         )}
                     </p>
-                    <p id="model-device">{match info["webgpu_fallback"].as_str() {
-                        Some(why) => format!("Running on the CPU path in a Web Worker: {why}."),
-                        None => format!("Running on {} in a Web Worker.", if info["device"] == "webgpu" { "WebGPU" } else { "the CPU path" }),
-                    }}</p>
+                    <p id="model-device">{device_line(&info)}</p>
                 }.into_any(),
                 Phase::Failed(message) => view! {
                     <p class="error" role="alert">"Could not load the model: " {message}</p>

@@ -36,6 +36,18 @@ pub struct Pool {
     workers: Vec<Mutex<Sender<Job>>>,
 }
 
+static GLOBAL: OnceLock<Pool> = OnceLock::new();
+
+/// A worker of a pool made by [`Pool::with_worker_loops`], to be run on a thread of its own.
+pub struct WorkerLoop(Receiver<Job>);
+
+impl WorkerLoop {
+    /// Runs the pool's jobs on this thread, parked between them, until the pool is dropped.
+    pub fn run(self) {
+        worker(self.0);
+    }
+}
+
 impl Pool {
     /// A pool that runs jobs on `threads` threads: the caller plus `threads - 1` workers.
     pub fn new(threads: usize) -> Pool {
@@ -52,10 +64,31 @@ impl Pool {
         Pool { workers }
     }
 
-    /// The process-wide pool: `STAMPO_THREADS` threads, else the available parallelism.
+    /// A pool of `threads` threads whose `threads - 1` workers run on threads the caller
+    /// starts, one [`WorkerLoop`] each: for the browser, where std cannot start a thread and
+    /// Web Workers are started from JS. A job sent to a loop that is not running yet waits
+    /// for it, and [`Pool::map`] never waits for a worker to start, so the pool works (on
+    /// fewer threads) while they come up.
+    pub fn with_worker_loops(threads: usize) -> (Pool, Vec<WorkerLoop>) {
+        let (workers, loops) = (1..threads.max(1))
+            .map(|_| {
+                let (tx, rx) = channel::<Job>();
+                (Mutex::new(tx), WorkerLoop(rx))
+            })
+            .unzip();
+        (Pool { workers }, loops)
+    }
+
+    /// The process-wide pool: the one given to [`Pool::set_global`], else `STAMPO_THREADS`
+    /// threads, else the available parallelism.
     pub fn global() -> &'static Pool {
-        static POOL: OnceLock<Pool> = OnceLock::new();
-        POOL.get_or_init(|| Pool::new(default_threads()))
+        GLOBAL.get_or_init(|| Pool::new(default_threads()))
+    }
+
+    /// Makes `pool` the process-wide pool, unless [`Pool::global`] already made one: then
+    /// `pool` comes back.
+    pub fn set_global(pool: Pool) -> Result<(), Pool> {
+        GLOBAL.set(pool)
     }
 
     /// Threads that work on a job: the caller and the workers.
@@ -155,12 +188,14 @@ const DEFAULT_WORKER_POLL_US: u64 = 100;
 /// (the scheduler charges the poll to this thread, and the thread with the work waits behind
 /// it), so this thread stops polling for [`QUIET`].
 fn poll_for<T>(limit: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<T> {
-    // Ready at once (always so where no worker was woken): no clock needed. wasm32 in the
-    // browser has no `Instant` (it panics there), and no threads to wait for.
+    // Ready at once (always so where no worker was woken): no clock needed.
     if let Some(value) = ready() {
         return Some(value);
     }
     if cfg!(target_arch = "wasm32") {
+        // The browser has no `Instant` (std's panics there). With threads (the `stampo_threads`
+        // runtime) a bounded count of looks stood in for the time limit: no change measured
+        // in Chromium (SmolLM2 and Qwen2.5, two threads), so a thread parks at once.
         return None;
     }
     let start = Instant::now();
@@ -273,6 +308,41 @@ mod tests {
             let out = pool.map(n, Arc::new(|i| i * i));
             assert_eq!(out, (0..n).map(|i| i * i).collect::<Vec<_>>());
         }
+    }
+
+    #[test]
+    fn worker_loops_started_late_or_never_leave_every_result_in_place() {
+        let (pool, mut loops) = Pool::with_worker_loops(3);
+        assert_eq!(pool.threads(), 3);
+        assert_eq!(loops.len(), 2);
+        // No loop runs yet: the caller computes every piece.
+        assert_eq!(pool.map(5, Arc::new(|i| i + 1)), vec![1, 2, 3, 4, 5]);
+        let started = loops.pop().map(|l| thread::spawn(move || l.run()));
+        let seen = Arc::new(Mutex::new(std::collections::HashSet::new()));
+        let record = Arc::clone(&seen);
+        // Each piece waits (a while, not forever) until two threads have taken pieces.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let out = pool.map(
+            8,
+            Arc::new(move |i| {
+                loop {
+                    let threads = record.lock().map_or(0, |mut ids| {
+                        ids.insert(thread::current().id());
+                        ids.len()
+                    });
+                    if threads >= 2 || Instant::now() > deadline {
+                        return i * 2;
+                    }
+                    thread::sleep(Duration::from_millis(1));
+                }
+            }),
+        );
+        assert_eq!(out, (0..8).map(|i| i * 2).collect::<Vec<_>>());
+        // The started loop took pieces: two threads computed them.
+        assert_eq!(seen.lock().map(|s| s.len()).ok(), Some(2));
+        drop(pool);
+        // Dropping the pool ends the loop.
+        assert!(started.is_some_and(|h| h.join().is_ok()));
     }
 
     #[test]

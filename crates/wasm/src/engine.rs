@@ -15,6 +15,7 @@ use stampo_engine::request::custom_json;
 use stampo_engine::response::ResponseMeta;
 use stampo_engine::timing::Clock;
 use stampo_engine::{Error as EngineError, LoadedModel, Request, Streaming, StreamingLoad};
+use stampo_model::quant::pool::Pool;
 use stampo_model::{Device, DeviceKind, ModelError};
 use stampo_tokenizer::DecodeOptions;
 use wasm_bindgen::prelude::*;
@@ -96,7 +97,8 @@ impl EngineCore {
         }
     }
 
-    /// `{"name", "architecture", "context_size", "n_vocab", "weight_bytes", "device"}`, and
+    /// `{"name", "architecture", "context_size", "n_vocab", "weight_bytes", "device",
+    /// "threads"}` (threads: the CPU products' pool, whichever the device), and
     /// `"webgpu_fallback"` (why WebGPU was not used) when `"auto"` chose the CPU.
     pub fn info(&self) -> Value {
         let model = self.loaded.source.model();
@@ -108,6 +110,7 @@ impl EngineCore {
             "weight_bytes": self.weight_bytes,
             "device": self.device.name,
             "webgpu_fallback": self.device.fallback,
+            "threads": Pool::global().threads(),
         })
     }
 

@@ -12,6 +12,8 @@ mod api;
 #[cfg(feature = "engine")]
 mod engine;
 mod error;
+#[cfg(all(feature = "engine", target_feature = "atomics"))]
+mod threads;
 
 pub use api::{
     bench_grammar, bench_grammar_json, check_gbnf, check_gbnf_json, compile_schema,
