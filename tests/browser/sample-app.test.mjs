@@ -53,10 +53,15 @@ test("a Vite-bundled app runs the person extraction through the package", { time
   assert.deepEqual(Object.keys(person).sort(), ["citta", "eta", "nome"]);
   assert.ok(Number.isInteger(person.eta) && person.eta >= 0 && person.eta <= 120);
   assert.equal(result.device, "cpu");
-  // The bundle carries the worker and the wasm as files of its own.
+  // Served cross-origin isolated: the bundle's threaded runtime runs, its threads started from
+  // the worker script Vite emitted for them.
+  assert.equal(result.threadsFallback, null);
+  assert.equal(result.threads, Math.min(result.cores, 4));
+  // The bundle carries the workers and the wasm as files of its own.
   const asked = server.requests.join(" ");
   assert.match(asked, /\.wasm/);
   assert.match(asked, /worker/);
+  if (result.threads > 1) assert.match(asked, /thread/);
   console.log(`# the bundled app extracted ${result.content}`);
   assert.deepEqual(errors, []);
 });

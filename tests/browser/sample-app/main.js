@@ -29,7 +29,13 @@ try {
     },
   });
   out.textContent = reply.choices[0].message.content;
-  window.result = { content: reply.choices[0].message.content, device: engine.device };
+  window.result = {
+    content: reply.choices[0].message.content,
+    device: engine.device,
+    threads: engine.info.threads,
+    threadsFallback: engine.info.threads_fallback,
+    cores: navigator.hardwareConcurrency,
+  };
 } catch (err) {
   out.textContent = String(err);
   window.result = { error: `${err.name}: ${err.message}` };
