@@ -168,6 +168,9 @@ export function createHost(post) {
           begin = cpu.runtime.beginLoad;
         } else {
           ({ begin, memory } = await webgpuLoader());
+          // Should "auto" find the WebGPU device unable to start after all, the WebGPU
+          // runtime loads on its own CPU path, which has no threads.
+          if ((msg.threads ?? 1) > 1) threadsFallback = "WebGPU did not start, and the WebGPU runtime's CPU path runs on one thread";
         }
         // Called once with 0 when the header is parsed, then as each tensor goes onto the
         // device: index.js reports them as the "parse" and "upload" phases.
@@ -197,7 +200,7 @@ export function createHost(post) {
         engine = loader.finish(); // consumes the loader, whether it succeeds or not
         const info = JSON.parse(engine.info());
         info.webgpu_fallback ??= fallback;
-        info.threads_fallback = threadsFallback;
+        info.threads_fallback = info.device === "cpu" ? threadsFallback : null;
         // The module's memory never shrinks: its size now is the most the load ever took.
         info.wasm_memory_bytes = memory?.buffer.byteLength ?? null;
         return { info, loadMs: performance.now() - started };

@@ -1,11 +1,12 @@
 // The npm package (pkg/src over the wasm build of crates/wasm) in headless Chromium: the
 // default model loaded from a local server into the engine's worker, the Italian person
 // extraction through chat.completions.create (whole and streamed), the same answer on one
-// thread as on the threaded runtime's pool, an abort mid-stream, a second load served from
+// thread as on the threaded runtime's pool, one thread (and why) on a page that is not
+// cross-origin isolated, an abort mid-stream, a second load served from
 // Cache Storage with no request for the model, the same-thread mode.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { createReadStream, existsSync, statSync } from "node:fs";
+import { createReadStream, existsSync, readFileSync, statSync } from "node:fs";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -67,6 +68,11 @@ before(async () => {
       const half = createReadStream(file, { end: Math.floor(size / 2) - 1 });
       half.pipe(res, { end: false });
       half.on("end", () => res.destroy());
+    },
+    // The blank page without COOP/COEP: not cross-origin isolated, as most sites are.
+    "/open/": (req, res) => {
+      res.writeHead(200, { "Content-Type": "text/html; charset=utf-8" });
+      res.end(readFileSync(join(root, "tests/browser/pages/blank.html")));
     },
     "/": join(root, "tests/browser/pages"),
   });
@@ -193,6 +199,27 @@ test("one thread gives the pool's answer; off a worker the pool falls back to on
   assert.equal(out.sameThread.text, out.pooled);
   assert.equal(out.refused?.code, "invalid_argument", JSON.stringify(out.refused));
   assert.match(out.refused.message, /threads must be a whole number from 1 to 64, got 0/);
+});
+
+test("on a page that is not cross-origin isolated the model loads on one thread and says why", { timeout: 300_000 }, async () => {
+  const open = await browser.context.newPage();
+  try {
+    await open.goto(`${server.origin}/open/blank.html`);
+    const out = await open.evaluate(async ({ url, body }) => {
+      const { Stampo } = await import("/pkg/index.js");
+      const engine = await Stampo.load({ model: url, contextSize: 1024, device: "cpu", threads: 2 });
+      const text = (await engine.chat.completions.create(body)).choices[0].message.content;
+      await engine.unload();
+      return { isolated: crossOriginIsolated, info: engine.info, text };
+    }, { url: MODEL_URL, body: PERSON });
+    assert.equal(out.isolated, false);
+    assert.equal(out.info.device, "cpu");
+    assert.equal(out.info.threads, 1);
+    assert.match(out.info.threads_fallback, /not cross-origin isolated/);
+    checkPerson(out.text);
+  } finally {
+    await open.close();
+  }
 });
 
 test("an abort mid-stream rejects with AbortError and the engine goes on serving", { timeout: 300_000 }, async () => {
