@@ -8,7 +8,8 @@
 #
 # Usage: scripts/build-wasm.sh [--ship] [--out DIR] [--only wasm|threads|webgpu]
 #   default  profile `release` (no LTO: the test build), wasm-opt -O1
-#   --ship   profile `wasm-release` (fat LTO, one codegen unit, opt-level s), wasm-opt -Oz; the
+#   --ship   profile `wasm-release` (fat LTO, one codegen unit, opt-level s but 3 for the
+#            kernels', tensor ops' and grammar's crates: see Cargo.toml), wasm-opt -Oz; the
 #            WebGPU runtime with `wasm-release-small` (the same at opt-level z: 2.9 MB gzipped
 #            instead of 3.3; its grammar masks run on the CPU while the GPU computes logits)
 #   --only   one runtime (while working on it; the package needs all three)

@@ -53,9 +53,3 @@ pub fn run_pool_worker(on_ready: &js_sys::Function) -> Result<(), JsValue> {
     worker.run();
     Ok(())
 }
-
-/// Threads the model's products run on.
-#[wasm_bindgen(js_name = poolThreads)]
-pub fn pool_threads() -> usize {
-    Pool::global().threads()
-}
