@@ -1,4 +1,4 @@
-//! A small pool of worker threads that park (block on a channel) between jobs.
+//! A small pool of worker threads that park between jobs.
 //!
 //! Spinning pools collapse on a machine whose few cores are shared: a thread that spins until
 //! the others reach a barrier holds a core the late thread needs (llama.cpp, SmolLM2, two
@@ -18,33 +18,97 @@
 //!   parks without polling for the next 50 ms: on a busy core a poll is charged to the
 //!   poller, and the thread with the work waits behind it. With two busy processes on the two
 //!   cores, SmolLM2 decodes at 30–49 tokens/s with the poll and 33–44 without.
+//!
+//! In the browser (the threaded wasm runtime) std has no clock: the runtime gives the pool
+//! `performance.now()` ([`Pool::set_clock`]) and the threads poll as above (SmolLM2, two
+//! threads, Chromium: decoding 56 → 62 tokens/s, medians of six runs); without a clock they
+//! park at once.
 
 use std::any::Any;
 use std::cell::Cell;
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::panic::{self, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::{self, Thread};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 type Job = Box<dyn FnOnce() + Send + 'static>;
 
-/// Workers waiting for jobs; each has its own channel.
+/// The workers, each with the queue of jobs it has been given.
 pub struct Pool {
-    workers: Vec<Mutex<Sender<Job>>>,
+    workers: Vec<Arc<Inbox>>,
 }
 
 static GLOBAL: OnceLock<Pool> = OnceLock::new();
 
+/// One worker's jobs, and how to wake it.
+///
+/// Not a std channel: in the browser its receiver spent a quarter of a worker's time in the
+/// channel's own code and its lock between two threads (Chromium's profile of SmolLM2
+/// decoding on two threads), where a queue under a lock held for a push or a pop, and
+/// `park`/`unpark` (one atomic each way, and a futex only while parked), do the same job.
+#[derive(Default)]
+struct Inbox {
+    jobs: Mutex<VecDeque<Job>>,
+    /// The worker's thread, once its loop runs.
+    thread: OnceLock<Thread>,
+    /// Set when the pool is dropped: the loop ends.
+    closed: AtomicBool,
+}
+
+impl Inbox {
+    fn send(&self, job: Job) {
+        if let Ok(mut jobs) = self.jobs.lock() {
+            jobs.push_back(job);
+        }
+        // A loop not running yet finds the job when it starts.
+        if let Some(thread) = self.thread.get() {
+            thread.unpark();
+        }
+    }
+
+    fn next(&self) -> Option<Job> {
+        self.jobs.lock().ok().and_then(|mut jobs| jobs.pop_front())
+    }
+
+    /// Runs the jobs on this thread, parked between them, until the pool is dropped.
+    fn run(&self) {
+        let _ = self.thread.set(thread::current());
+        let poll = worker_poll();
+        loop {
+            if let Some(job) = poll_for(poll, || self.next()) {
+                job();
+                continue;
+            }
+            if self.closed.load(Ordering::Acquire) {
+                return;
+            }
+            // `unpark` before `park` makes `park` return at once: no job is missed.
+            thread::park();
+        }
+    }
+}
+
+impl Drop for Pool {
+    fn drop(&mut self) {
+        for inbox in &self.workers {
+            inbox.closed.store(true, Ordering::Release);
+            if let Some(thread) = inbox.thread.get() {
+                thread.unpark();
+            }
+        }
+    }
+}
+
 /// A worker of a pool made by [`Pool::with_worker_loops`], to be run on a thread of its own.
-pub struct WorkerLoop(Receiver<Job>);
+pub struct WorkerLoop(Arc<Inbox>);
 
 impl WorkerLoop {
     /// Runs the pool's jobs on this thread, parked between them, until the pool is dropped.
     pub fn run(self) {
-        worker(self.0);
+        self.0.run();
     }
 }
 
@@ -53,12 +117,13 @@ impl Pool {
     pub fn new(threads: usize) -> Pool {
         let workers = (1..threads.max(1))
             .filter_map(|i| {
-                let (tx, rx) = channel::<Job>();
+                let inbox = Arc::new(Inbox::default());
+                let run = Arc::clone(&inbox);
                 thread::Builder::new()
                     .name(format!("stampo-matmul-{i}"))
-                    .spawn(move || worker(rx))
+                    .spawn(move || run.run())
                     .ok()
-                    .map(|_| Mutex::new(tx))
+                    .map(|_| inbox)
             })
             .collect();
         Pool { workers }
@@ -72,8 +137,8 @@ impl Pool {
     pub fn with_worker_loops(threads: usize) -> (Pool, Vec<WorkerLoop>) {
         let (workers, loops) = (1..threads.max(1))
             .map(|_| {
-                let (tx, rx) = channel::<Job>();
-                (Mutex::new(tx), WorkerLoop(rx))
+                let inbox = Arc::new(Inbox::default());
+                (Arc::clone(&inbox), WorkerLoop(inbox))
             })
             .unzip();
         (Pool { workers }, loops)
@@ -89,6 +154,14 @@ impl Pool {
     /// `pool` comes back.
     pub fn set_global(pool: Pool) -> Result<(), Pool> {
         GLOBAL.set(pool)
+    }
+
+    /// Gives the pool a clock where std has none (the browser: `performance.now()`, in
+    /// microseconds), so that its threads poll briefly before they park, as they do natively.
+    /// Without one they park at once. The first clock given stays.
+    #[cfg(target_arch = "wasm32")]
+    pub fn set_clock(now_us: fn() -> f64) {
+        let _ = CLOCK.set(now_us);
     }
 
     /// Threads that work on a job: the caller and the workers.
@@ -135,13 +208,18 @@ impl Pool {
             caller: thread::current(),
         });
         let helpers = self.workers.len().min(n.saturating_sub(1));
-        for worker in &self.workers[..helpers] {
-            let shared = Arc::clone(&shared);
-            let job: Job = Box::new(move || shared.work());
-            // A worker gone (its thread ended) leaves its share to the others.
-            if let Ok(sender) = worker.lock() {
-                let _ = sender.send(job);
-            }
+        for inbox in &self.workers[..helpers] {
+            // A job waiting for its worker to wake holds the call weakly: once the caller has
+            // every result and returns, the call and what `f` captured are dropped, even while
+            // the job still waits. Where `f` captured a KV cache, a strong hold past the call
+            // made the next token's write find the cache shared and copy it whole (and keep
+            // the copies while the worker slept: a stalled worker grew memory without bound).
+            let shared = Arc::downgrade(&shared);
+            inbox.send(Box::new(move || {
+                if let Some(shared) = shared.upgrade() {
+                    shared.work();
+                }
+            }));
         }
         shared.work();
         let finished = || (shared.done.load(Ordering::Acquire) >= n).then_some(());
@@ -181,7 +259,8 @@ fn worker_poll() -> Duration {
 const DEFAULT_WORKER_POLL_US: u64 = 100;
 
 /// Looks at `ready` until it gives a value or `limit` has passed, giving the core away
-/// between looks (`yield_now`); at once, without polling, while the machine is busy.
+/// between looks (`yield_now`); at once, without polling, while the machine is busy or where
+/// there is no clock.
 ///
 /// Between two looks a few microseconds pass, unless the thread was descheduled: another
 /// thread wanted this core and ran for its time slice. Polling then costs more than parking
@@ -192,13 +271,7 @@ fn poll_for<T>(limit: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<
     if let Some(value) = ready() {
         return Some(value);
     }
-    if cfg!(target_arch = "wasm32") {
-        // The browser has no `Instant` (std's panics there). With threads (the `stampo_threads`
-        // runtime) a bounded count of looks stood in for the time limit: no change measured
-        // in Chromium (SmolLM2 and Qwen2.5, two threads), so a thread parks at once.
-        return None;
-    }
-    let start = Instant::now();
+    let start = now()?;
     if QUIET_UNTIL
         .with(Cell::get)
         .is_some_and(|until| start < until)
@@ -210,18 +283,37 @@ fn poll_for<T>(limit: Duration, mut ready: impl FnMut() -> Option<T>) -> Option<
         if let Some(value) = ready() {
             return Some(value);
         }
-        let now = Instant::now();
-        if now.duration_since(before) > DESCHEDULED {
+        let now = now()?;
+        if now.saturating_sub(before) > DESCHEDULED {
             QUIET_UNTIL.with(|q| q.set(Some(now + QUIET)));
             return None;
         }
-        if now.duration_since(start) >= limit {
+        if now.saturating_sub(start) >= limit {
             return None;
         }
         before = now;
         thread::yield_now();
     }
 }
+
+/// The time since a fixed moment: std's `Instant` natively; in the browser, where std has no
+/// clock (its `Instant` panics there), the one given to [`Pool::set_clock`], else none.
+fn now() -> Option<Duration> {
+    #[cfg(not(target_arch = "wasm32"))]
+    {
+        static ORIGIN: OnceLock<std::time::Instant> = OnceLock::new();
+        Some(ORIGIN.get_or_init(std::time::Instant::now).elapsed())
+    }
+    #[cfg(target_arch = "wasm32")]
+    {
+        let micros = CLOCK.get()?();
+        Some(Duration::from_secs_f64(micros.max(0.0) / 1e6))
+    }
+}
+
+/// The browser's clock, in microseconds ([`Pool::set_clock`]).
+#[cfg(target_arch = "wasm32")]
+static CLOCK: OnceLock<fn() -> f64> = OnceLock::new();
 
 /// A gap between two looks this long means the thread was descheduled (a time slice is a
 /// millisecond or more; a look and a yield on a free core take a microsecond or two).
@@ -231,7 +323,7 @@ const DESCHEDULED: Duration = Duration::from_micros(200);
 const QUIET: Duration = Duration::from_millis(50);
 
 thread_local! {
-    static QUIET_UNTIL: Cell<Option<Instant>> = const { Cell::new(None) };
+    static QUIET_UNTIL: Cell<Option<Duration>> = const { Cell::new(None) };
 }
 
 /// One [`Pool::map`] call, shared by the caller and the workers it woke.
@@ -275,21 +367,6 @@ impl<R> Shared<R> {
     }
 }
 
-fn worker(rx: Receiver<Job>) {
-    let poll = worker_poll();
-    loop {
-        let job = match poll_for(poll, || rx.try_recv().ok()) {
-            Some(job) => job,
-            None => match rx.recv() {
-                Ok(job) => job,
-                // The pool is gone.
-                Err(_) => return,
-            },
-        };
-        job();
-    }
-}
-
 fn default_threads() -> usize {
     std::env::var("STAMPO_THREADS")
         .ok()
@@ -300,6 +377,7 @@ fn default_threads() -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Instant;
 
     #[test]
     fn map_returns_every_result_in_order() {
@@ -343,6 +421,20 @@ mod tests {
         drop(pool);
         // Dropping the pool ends the loop.
         assert!(started.is_some_and(|h| h.join().is_ok()));
+    }
+
+    #[test]
+    fn a_worker_that_comes_late_holds_nothing_the_pieces_captured() {
+        // The loops never run: each job waits in its worker's queue, as a job does while
+        // its worker wakes up.
+        let (pool, _loops) = Pool::with_worker_loops(3);
+        let captured = Arc::new(vec![0u8; 16]);
+        let held = Arc::clone(&captured);
+        let out = pool.map(4, Arc::new(move |i| i + held.len()));
+        assert_eq!(out, vec![16, 17, 18, 19]);
+        // Only this test holds the value: a KV cache captured so is written in place at the
+        // next token, not copied.
+        assert_eq!(Arc::strong_count(&captured), 1);
     }
 
     #[test]

@@ -17,6 +17,14 @@ use wasm_bindgen::prelude::*;
 
 use crate::error::{ErrorCode, js_error};
 
+#[wasm_bindgen]
+extern "C" {
+    /// `performance.now()` (milliseconds), which a Web Worker has too: each thread's instance
+    /// imports its own.
+    #[wasm_bindgen(js_namespace = performance, js_name = now)]
+    fn performance_now() -> f64;
+}
+
 /// The worker loops `startPool` made and no Web Worker has taken yet.
 static LOOPS: Mutex<Vec<WorkerLoop>> = Mutex::new(Vec::new());
 
@@ -26,6 +34,10 @@ static LOOPS: Mutex<Vec<WorkerLoop>> = Mutex::new(Vec::new());
 /// per module instance, on first use at the latest).
 #[wasm_bindgen(js_name = startPool)]
 pub fn start_pool(threads: usize) -> usize {
+    // With a clock the threads poll for work a while before they park, as natively: waking a
+    // parked thread (`memory.atomic.notify`) takes longer than the pieces of a decoding
+    // step's products.
+    Pool::set_clock(|| performance_now() * 1e3);
     let (pool, loops) = Pool::with_worker_loops(threads.max(1));
     if Pool::set_global(pool).is_err() {
         return 0;

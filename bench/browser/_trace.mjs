@@ -1,0 +1,25 @@
+import { writeFileSync } from "node:fs";
+import { launchChromium } from "../../tests/browser/chromium.mjs";
+import { personRequest, servePackage } from "./common.mjs";
+const PERSON = personRequest({ max_tokens: 128 }); delete PERSON.response_format;
+const server = await servePackage();
+const browser = await launchChromium();
+const page = await browser.context.newPage();
+await page.goto(`${server.origin}/blank.html`);
+await page.evaluate(async () => { window.stampo = await import("/pkg/index.js"); });
+await page.evaluate(async ({ url, threads }) => {
+  window.engine = await window.stampo.Stampo.load({ model: url, contextSize: 512, device: "cpu", threads });
+  await window.engine.chat.completions.create({ messages: [{ role: "user", content: "hi" }], max_tokens: 32, temperature: 0 });
+}, { url: `/models/${process.argv[2]}`, threads: Number(process.env.T ?? 2) });
+const cdp = await browser.context.newCDPSession(page);
+const events = [];
+cdp.on("Tracing.dataCollected", (e) => events.push(...e.value));
+const done = new Promise((r) => cdp.once("Tracing.tracingComplete", r));
+await cdp.send("Tracing.start", { traceConfig: { includedCategories: ["disabled-by-default-v8.cpu_profiler", "v8", "devtools.timeline"] }, transferMode: "ReportEvents" });
+const out = await page.evaluate(async (body) => JSON.stringify((await window.engine.chat.completions.create(body)).timings), PERSON);
+await cdp.send("Tracing.end");
+await done;
+console.log(out);
+writeFileSync(process.argv[3], JSON.stringify(events));
+await browser.close(); server.close?.();
+process.exit(0);
