@@ -33,6 +33,41 @@ impl RmsNorm {
         fused::rms_norm(x, self.weight.val(), self.eps as f32)
     }
 
+    /// This norm of `q` and `k_norm` of `k` (one width, one `eps`), in one pass.
+    pub fn pair_forward<const D: usize>(
+        &self,
+        k_norm: &RmsNorm,
+        q: Tensor<D>,
+        k: Tensor<D>,
+    ) -> (Tensor<D>, Tensor<D>) {
+        fused::rms_norm_pair(
+            q,
+            k,
+            self.weight.val(),
+            k_norm.weight.val(),
+            self.eps as f32,
+        )
+    }
+
+    /// The residual add `x + h_norm(h)` and this norm of it, in one pass (one `eps`).
+    ///
+    /// # Shapes
+    /// - `x`, `h`: `[tokens, dim]`; outputs the same.
+    pub fn norm_add_forward(
+        &self,
+        x: Tensor<2>,
+        h: Tensor<2>,
+        h_norm: &RmsNorm,
+    ) -> (Tensor<2>, Tensor<2>) {
+        fused::norm_add_rms_norm(
+            x,
+            h,
+            h_norm.weight.val(),
+            self.weight.val(),
+            self.eps as f32,
+        )
+    }
+
     /// The residual add `x + h` and its norm, in one pass.
     ///
     /// # Shapes
@@ -215,6 +250,37 @@ impl KvCache {
         self.values = values.clone();
         (keys, values)
     }
+
+    /// [`Rope::forward`] of `q` and `k`, then [`KvCache::append`] of the rotated keys and
+    /// `v`, in one launch (the wgpu device, whose cache is `f32`): the rotated queries and the
+    /// caches.
+    #[cfg(feature = "wgpu")]
+    fn append_rotated(
+        &mut self,
+        rope: &Rope,
+        q: Tensor<3>,
+        k: Tensor<3>,
+        v: Tensor<3>,
+        start: usize,
+    ) -> (Tensor<3>, Tensor<3>, Tensor<3>) {
+        // Moved out, so the kernel finds the caches unshared and writes them in place.
+        let keys = std::mem::replace(&mut self.keys, Tensor::empty([0, 0, 0], &k.device()));
+        let values = std::mem::replace(&mut self.values, Tensor::empty([0, 0, 0], &k.device()));
+        let (q, keys, values) = fused::rope_cache_write(
+            q,
+            k,
+            v,
+            keys,
+            values,
+            rope.cos.clone(),
+            rope.sin.clone(),
+            start,
+            rope.style == RopeStyle::Neox,
+        );
+        self.keys = keys.clone();
+        self.values = values.clone();
+        (q, keys, values)
+    }
 }
 
 /// Grouped-query self-attention (optional biases and per-head Q/K norms).
@@ -266,21 +332,27 @@ impl Attention {
         let mut q = q.reshape([tokens, h, hd]);
         let mut k = k.reshape([tokens, kvh, hd]);
         let v = v.reshape([tokens, kvh, hd]);
-        if let Some(norm) = &self.q_norm {
-            q = norm.forward(q);
+        match (&self.q_norm, &self.k_norm) {
+            (Some(q_norm), Some(k_norm)) => (q, k) = q_norm.pair_forward(k_norm, q, k),
+            (q_norm, k_norm) => {
+                if let Some(norm) = q_norm {
+                    q = norm.forward(q);
+                }
+                if let Some(norm) = k_norm {
+                    k = norm.forward(k);
+                }
+            }
         }
-        if let Some(norm) = &self.k_norm {
-            k = norm.forward(k);
-        }
-        let (q, k) = rope.forward(q, k, start);
-        let (keys, values) = cache.append(k, v, start);
         #[cfg(feature = "wgpu")]
-        if attention_kernel(&keys.device()) {
+        if attention_kernel(&q.device()) {
+            let (q, keys, values) = cache.append_rotated(rope, q, k, v, start);
             let window = self.window.unwrap_or(0);
             return self
                 .o
                 .forward(fused::attention(q, keys, values, start, window, self.scale));
         }
+        let (q, k) = rope.forward(q, k, start);
+        let (keys, values) = cache.append(k, v, start);
         let cpu = self.on_cpu();
         if cache.half {
             return self.o.forward(cpu.over_f16_cache(q, keys, values, start));

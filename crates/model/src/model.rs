@@ -26,20 +26,57 @@ pub struct Block {
     ffn_post_norm: Option<RmsNorm>,
 }
 
+/// The residual stream between blocks: `x` and the last block's output `h` (to be normed by
+/// `h_norm` first, gemma3's output norms), whose sum is formed by the next norm: one pass for
+/// the output norm, the add and the next norm (one launch on a GPU).
+struct Residual {
+    x: Tensor<2>,
+    h: Option<(Tensor<2>, Option<RmsNorm>)>,
+}
+
+impl Residual {
+    /// `x + h` (`h` normed first by its norm) and the sum's norm by `norm`.
+    fn add_norm(self, norm: &RmsNorm) -> (Tensor<2>, Tensor<2>) {
+        match self.h {
+            Some((h, Some(h_norm))) => norm.norm_add_forward(self.x, h, &h_norm),
+            Some((h, None)) => norm.add_forward(self.x, h),
+            None => {
+                let normed = norm.forward(self.x.clone());
+                (self.x, normed)
+            }
+        }
+    }
+
+    /// The last `n` of `tokens` rows.
+    fn last_rows(self, n: usize) -> Residual {
+        let tokens = self.x.dims()[0];
+        Residual {
+            x: self.x.narrow(0, tokens - n, n),
+            h: self.h.map(|(h, norm)| (h.narrow(0, tokens - n, n), norm)),
+        }
+    }
+}
+
 impl Block {
-    fn forward(&self, x: Tensor<2>, start: usize, rope: &Rope, cache: &mut KvCache) -> Tensor<2> {
-        let mut h = self
-            .attn
-            .forward(self.attn_norm.forward(x.clone()), start, rope, cache);
-        if let Some(norm) = &self.attn_post_norm {
-            h = norm.forward(h);
+    fn forward(
+        &self,
+        residual: Residual,
+        start: usize,
+        rope: &Rope,
+        cache: &mut KvCache,
+    ) -> Residual {
+        let (x, normed) = residual.add_norm(&self.attn_norm);
+        let h = self.attn.forward(normed, start, rope, cache);
+        let (x, normed) = Residual {
+            x,
+            h: Some((h, self.attn_post_norm.clone())),
         }
-        let (x, normed) = self.ffn_norm.add_forward(x, h);
-        let mut h = self.mlp.forward(normed);
-        if let Some(norm) = &self.ffn_post_norm {
-            h = norm.forward(h);
+        .add_norm(&self.ffn_norm);
+        let h = self.mlp.forward(normed);
+        Residual {
+            x,
+            h: Some((h, self.ffn_post_norm.clone())),
         }
-        x + h
     }
 }
 
@@ -365,18 +402,19 @@ impl Transformer {
         if let Some(s) = self.config.embedding_scale {
             x = x * s;
         }
+        let mut residual = Residual { x, h: None };
         for (i, (block, layer_cache)) in self.blocks.iter().zip(&mut cache.layers).enumerate() {
             let rope = match (&self.rope_local, self.config.window(i)) {
                 (Some(local), Some(_)) => local,
                 _ => &self.rope,
             };
-            x = block.forward(x, start, rope, layer_cache);
+            residual = block.forward(residual, start, rope, layer_cache);
         }
         cache.position = start + n;
         if !all {
-            x = x.narrow(0, n - 1, 1);
+            residual = residual.last_rows(1);
         }
-        Ok(self.norm.forward(x))
+        Ok(residual.add_norm(&self.norm).1)
     }
 
     /// Every token's logits from hidden states of [`Transformer::forward_hidden`].

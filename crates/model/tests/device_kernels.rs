@@ -133,22 +133,34 @@ fn wgpu_rows_match_the_reference() {
     check_rows(&device, "wgpu");
 }
 
-/// Three layers stacked into one product give each layer's own product, on every device:
-/// the same bits on the CPU (the same row dots), within float reassociation on wgpu.
+/// Three layers stacked into one product give each layer's own product (its bias added),
+/// on every device: the same bits on the CPU (the same row dots), within float reassociation
+/// on wgpu. The layers are of one format, then of three (a layer's Q5_0 queries and keys
+/// beside its Q8_0 values), the first and last with a bias.
 fn check_stacked(device: &Device, name: &str) {
     let mut rng = Rng(0x57ac);
-    for format in QuantFormat::ALL {
+    let all = QuantFormat::ALL;
+    let mixes = all.iter().map(|&f| [f; 3]).chain(
+        (0..all.len()).map(|i| [all[i], all[(i + 1) % all.len()], all[(i + 3) % all.len()]]),
+    );
+    for formats in mixes {
         let rows = [ROWS, 40, 9];
         let layers: Vec<QLinear> = rows
             .iter()
-            .map(|&rows| {
+            .zip(formats)
+            .enumerate()
+            .map(|(i, (&rows, format))| {
                 let bytes = random_matrix(format, rows, COLS, &mut rng);
                 let layout = QuantLayout {
                     format,
                     rows,
                     cols: COLS,
                 };
-                QLinear::from_bytes("test", &bytes, None, layout, device).expect("shape matches")
+                let bias = (i != 1).then(|| {
+                    let values: Vec<f32> = (0..rows).map(|_| rng.float()).collect();
+                    Tensor::<1>::from_data(TensorData::new(values, [rows]), device)
+                });
+                QLinear::from_bytes("test", &bytes, bias, layout, device).expect("shape matches")
             })
             .collect();
         // One token (decoding: each layer's outputs are a contiguous range of the product's)
@@ -161,11 +173,11 @@ fn check_stacked(device: &Device, name: &str) {
             for (i, (layer, got)) in layers.iter().zip(stacked).enumerate() {
                 let want = to_vec(layer.forward(input())).expect("readback");
                 let got = to_vec(got).expect("readback");
-                assert_eq!(got.len(), want.len(), "{name} {format} layer {i}");
+                assert_eq!(got.len(), want.len(), "{name} {formats:?} layer {i}");
                 for (n, (g, w)) in got.iter().zip(&want).enumerate() {
                     assert!(
                         (g - w).abs() <= w.abs() * 1e-6,
-                        "{name} {format} {tokens} tokens, layer {i} value {n}: {g} vs {w}"
+                        "{name} {formats:?} {tokens} tokens, layer {i} value {n}: {g} vs {w}"
                     );
                 }
             }

@@ -1,7 +1,9 @@
 //! The fused layer operations (`stampo_model::fused`) on every device against scalar
-//! references in `f64`, on random inputs: RMSNorm, both rotary styles, the KV-cache write (in
-//! place, and into a copy when the cache is shared), SiLU and GELU; and, on the wgpu device,
-//! attention with and without a window.
+//! references in `f64`, on random inputs: RMSNorm (alone, after a residual add, after an
+//! output norm and an add, and two tensors' at once), both rotary styles, the KV-cache write
+//! (in place, and into a copy when the cache is shared), SiLU and GELU; and, on the wgpu
+//! device, attention with and without a window, and the rotation and cache write in one
+//! launch.
 //!
 //! The operands llama.cpp keeps in `f16` are rounded by the `half` crate in the references, so
 //! the wgpu kernels' own rounding (from the bits, without `shader-f16`) is checked too. Without
@@ -208,6 +210,63 @@ fn cache_write_rounds_to_f16_and_leaves_a_shared_cache_alone_on(name: &str, devi
     );
 }
 
+/// The rotation and the cache write in one launch (the wgpu device's) give the values of the
+/// two operations run one after the other, in both rotary styles, and leave a tensor that
+/// shared the cache alone.
+#[test]
+#[cfg(feature = "wgpu")]
+fn rope_and_cache_write_in_one_launch_equal_the_two_operations() {
+    let Some(device) = common::wgpu_device() else {
+        return;
+    };
+    let device = &device;
+    let mut rng = Rng(5);
+    let (tokens, q_heads, kv, dim, capacity, start) = (3, 6, 2, 16, 12, 7);
+    let half = dim / 2;
+    let q = random(&mut rng, tokens * q_heads * dim, 2.0);
+    let k = random(&mut rng, tokens * kv * dim, 2.0);
+    let v = random(&mut rng, tokens * kv * dim, 2.0);
+    let old = random(&mut rng, kv * capacity * dim, 1.0);
+    let angles: Vec<f32> = (0..capacity * half).map(|i| i as f32 * 0.41).collect();
+    let cos: Vec<f32> = angles.iter().map(|a| a.cos()).collect();
+    let sin: Vec<f32> = angles.iter().map(|a| a.sin()).collect();
+    let cos = || tensor(&cos, [capacity, half], device);
+    let sin = || tensor(&sin, [capacity, half], device);
+    let q = || tensor(&q, [tokens, q_heads, dim], device);
+    let k = || tensor(&k, [tokens, kv, dim], device);
+    let v = || tensor(&v, [tokens, kv, dim], device);
+    let cache = || tensor(&old, [kv, capacity, dim], device);
+    for neox in [false, true] {
+        let (want_q, rotated_k) = fused::rope(q(), k(), cos(), sin(), start, neox);
+        let (want_keys, want_values) = fused::cache_write(cache(), cache(), rotated_k, v(), start);
+        let keys = cache();
+        let kept = keys.clone();
+        let (got_q, got_keys, got_values) =
+            fused::rope_cache_write(q(), k(), v(), keys, cache(), cos(), sin(), start, neox);
+        // The same arithmetic; a GPU's compiler may fuse a multiply-add differently in the two
+        // kernels, which can move a cached value by one `f16` step (2⁻¹⁰ relative).
+        for (what, got, want, relative) in [
+            ("queries", got_q, want_q, 1e-6),
+            ("keys", got_keys, want_keys, 1e-3),
+            ("values", got_values, want_values, 0.0),
+        ] {
+            let want: Vec<f64> = read(want).iter().map(|&v| f64::from(v)).collect();
+            assert_close(
+                &format!("neox {neox}: {what}"),
+                &read(got),
+                &want,
+                relative,
+                1e-6,
+            );
+        }
+        assert_eq!(
+            read(kept),
+            old,
+            "neox {neox}: the write reached a shared cache"
+        );
+    }
+}
+
 #[test]
 fn add_rms_norm_matches_the_reference() {
     for (name, device) in devices() {
@@ -240,6 +299,87 @@ fn add_rms_norm_matches_the_reference() {
         }
         assert_close(
             &format!("{name} add_rms_norm"),
+            &read(normed),
+            &want,
+            1e-5,
+            1e-6,
+        );
+    }
+}
+
+/// `x`'s rows (`dim` each) RMS-normed in `f64`, times `w`.
+fn rms_norm_reference(x: &[f64], w: &[f32], eps: f64) -> Vec<f64> {
+    let dim = w.len();
+    let mut want = Vec::with_capacity(x.len());
+    for row in x.chunks(dim) {
+        let inv = 1.0 / (row.iter().map(|v| v * v).sum::<f64>() / dim as f64 + eps).sqrt();
+        want.extend(row.iter().zip(w).map(|(v, &w)| v * inv * f64::from(w)));
+    }
+    want
+}
+
+/// The query and key norms in one pass (gemma3's, per head: more rows of keys than the
+/// queries have here, and fewer in the other order) against the reference.
+#[test]
+fn rms_norm_pair_matches_the_reference() {
+    for (name, device) in devices() {
+        let mut rng = Rng(7);
+        let dim = 130;
+        for (q_rows, k_rows) in [(4, 2), (2, 5)] {
+            let q = random(&mut rng, q_rows * dim, 3.0);
+            let k = random(&mut rng, k_rows * dim, 3.0);
+            let (wq, wk) = (random(&mut rng, dim, 2.0), random(&mut rng, dim, 2.0));
+            let (got_q, got_k) = fused::rms_norm_pair(
+                tensor(&q, [q_rows, 1, dim], &device),
+                tensor(&k, [k_rows, 1, dim], &device),
+                tensor(&wq, [dim], &device),
+                tensor(&wk, [dim], &device),
+                1e-6,
+            );
+            for (what, got, x, w) in [("q", got_q, &q, &wq), ("k", got_k, &k, &wk)] {
+                let x: Vec<f64> = x.iter().map(|&v| f64::from(v)).collect();
+                let want = rms_norm_reference(&x, w, 1e-6);
+                assert_close(
+                    &format!("{name} pair {what}"),
+                    &read(got),
+                    &want,
+                    1e-5,
+                    1e-6,
+                );
+            }
+        }
+    }
+}
+
+/// A branch's output norm, the residual add and the next norm in one pass, against the
+/// reference; the sum within one rounding of the normed branch's.
+#[test]
+fn norm_add_rms_norm_matches_the_reference() {
+    for (name, device) in devices() {
+        let mut rng = Rng(8);
+        let (rows, dim) = (3, 130);
+        let x = random(&mut rng, rows * dim, 3.0);
+        let h = random(&mut rng, rows * dim, 3.0);
+        let (wh, w) = (random(&mut rng, dim, 2.0), random(&mut rng, dim, 2.0));
+        let (sum, normed) = fused::norm_add_rms_norm(
+            tensor(&x, [rows, dim], &device),
+            tensor(&h, [rows, dim], &device),
+            tensor(&wh, [dim], &device),
+            tensor(&w, [dim], &device),
+            1e-6,
+        );
+        let h: Vec<f64> = h.iter().map(|&v| f64::from(v)).collect();
+        let want_sum: Vec<f64> = rms_norm_reference(&h, &wh, 1e-6)
+            .iter()
+            .zip(&x)
+            .map(|(h, &x)| f64::from(x) + h)
+            .collect();
+        let sum = read(sum);
+        assert_close(&format!("{name} x + norm(h)"), &sum, &want_sum, 1e-5, 1e-5);
+        let sum: Vec<f64> = sum.iter().map(|&v| f64::from(v)).collect();
+        let want = rms_norm_reference(&sum, &w, 1e-6);
+        assert_close(
+            &format!("{name} norm(x + norm(h))"),
             &read(normed),
             &want,
             1e-5,

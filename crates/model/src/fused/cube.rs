@@ -68,6 +68,120 @@ pub(super) fn cube_reduce(value: f32, #[comptime] max: bool) -> f32 {
     total
 }
 
+/// `1 / sqrt(ms + eps)` of the row of `dim` values from `base`, which the cube's units share
+/// (called by all of them: the reduction's barriers need uniform control flow; a row that is
+/// not `live`, past the last, reads nothing).
+#[cube]
+fn inverse_rms(x: &[f32], base: u32, dim: u32, eps: f32, live: bool) -> f32 {
+    let steps = (dim + THREADS - 1 - UNIT_POS) / THREADS;
+    let mut sum = 0.0f32;
+    if live {
+        for step in 0..steps {
+            let v = x[(base + UNIT_POS + step * THREADS) as usize];
+            sum += v * v;
+        }
+    }
+    let total = cube_reduce(sum, false);
+    1.0f32 / (total / f32::cast_from(dim) + eps).sqrt()
+}
+
+/// One cube per row of `q`, then per row of `k` (one width): each row's RMSNorm times its
+/// tensor's weight, as [`rms_norm_kernel`] computes it.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn rms_norm_pair_kernel(
+    q: &[f32],
+    k: &[f32],
+    q_weight: &[f32],
+    k_weight: &[f32],
+    q_out: &mut [f32],
+    k_out: &mut [f32],
+    q_rows: u32,
+    k_rows: u32,
+    dim: u32,
+    eps: f32,
+) {
+    let row = CUBE_POS_X + CUBE_POS_Y * CUBE_COUNT_X;
+    let steps = (dim + THREADS - 1 - UNIT_POS) / THREADS;
+    let is_q = row < q_rows;
+    let live = row < q_rows + k_rows;
+    let base = if is_q {
+        row * dim
+    } else {
+        (row - q_rows) * dim
+    };
+    // The reduction's barriers stay outside the branches (WebGPU asks for uniform control
+    // flow there).
+    let mut sum = 0.0f32;
+    if is_q {
+        for step in 0..steps {
+            let v = q[(base + UNIT_POS + step * THREADS) as usize];
+            sum += v * v;
+        }
+    } else if live {
+        for step in 0..steps {
+            let v = k[(base + UNIT_POS + step * THREADS) as usize];
+            sum += v * v;
+        }
+    }
+    let total = cube_reduce(sum, false);
+    let inv = 1.0f32 / (total / f32::cast_from(dim) + eps).sqrt();
+    if is_q {
+        for step in 0..steps {
+            let i = UNIT_POS + step * THREADS;
+            q_out[(base + i) as usize] = q[(base + i) as usize] * inv * q_weight[i as usize];
+        }
+    } else if live {
+        for step in 0..steps {
+            let i = UNIT_POS + step * THREADS;
+            k_out[(base + i) as usize] = k[(base + i) as usize] * inv * k_weight[i as usize];
+        }
+    }
+}
+
+/// One cube per row: `sum = x + h / sqrt(ms(h) + eps) · h_weight`, then
+/// `sum / sqrt(ms(sum) + eps) · w`, with the arithmetic of [`rms_norm_kernel`] and then
+/// [`add_rms_norm_kernel`].
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn norm_add_rms_norm_kernel(
+    x: &[f32],
+    h: &[f32],
+    h_weight: &[f32],
+    weight: &[f32],
+    sum_out: &mut [f32],
+    out: &mut [f32],
+    rows: u32,
+    dim: u32,
+    eps: f32,
+) {
+    let row = CUBE_POS_X + CUBE_POS_Y * CUBE_COUNT_X;
+    let base = row * dim;
+    let live = row < rows;
+    let steps = (dim + THREADS - 1 - UNIT_POS) / THREADS;
+    let inv_h = inverse_rms(h, base, dim, eps, live);
+    let mut squares = 0.0f32;
+    if live {
+        for step in 0..steps {
+            let i = UNIT_POS + step * THREADS;
+            let at = (base + i) as usize;
+            let normed = h[at] * inv_h * h_weight[i as usize];
+            let v = x[at] + normed;
+            sum_out[at] = v;
+            squares += v * v;
+        }
+    }
+    let total = cube_reduce(squares, false);
+    if live {
+        let inv = 1.0f32 / (total / f32::cast_from(dim) + eps).sqrt();
+        for step in 0..steps {
+            let i = UNIT_POS + step * THREADS;
+            let at = (base + i) as usize;
+            out[at] = sum_out[at] * inv * weight[i as usize];
+        }
+    }
+}
+
 /// One cube per row: the mean square, then `x / sqrt(ms + eps) · w`.
 #[cube(launch)]
 fn rms_norm_kernel(x: &[f32], weight: &[f32], out: &mut [f32], rows: u32, dim: u32, eps: f32) {
@@ -126,12 +240,11 @@ fn add_rms_norm_kernel(
     }
 }
 
-/// Pair `at` of `[tokens, heads, dim]` rotated from `x` into `out`.
+/// Pair `at` of `[tokens, heads, dim]` rotated: the two values' indices and rotated values.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn rotate_pair(
+fn rotated_pair(
     x: &[f32],
-    out: &mut [f32],
     cos: &[f32],
     sin: &[f32],
     at: u32,
@@ -139,7 +252,7 @@ fn rotate_pair(
     dim: u32,
     start: u32,
     #[comptime] neox: bool,
-) {
+) -> (u32, u32, f32, f32) {
     let half = dim / 2;
     let i = at % half;
     let head = at / half;
@@ -154,8 +267,36 @@ fn rotate_pair(
     let s = sin[((start + token) * half + i) as usize];
     let a = x[ia as usize];
     let b = x[ib as usize];
-    out[ia as usize] = a * c - b * s;
-    out[ib as usize] = a * s + b * c;
+    (ia, ib, a * c - b * s, a * s + b * c)
+}
+
+/// Pair `at` of `[tokens, heads, dim]` rotated from `x` into `out`.
+#[cube]
+#[allow(clippy::too_many_arguments)]
+fn rotate_pair(
+    x: &[f32],
+    out: &mut [f32],
+    cos: &[f32],
+    sin: &[f32],
+    at: u32,
+    heads: u32,
+    dim: u32,
+    start: u32,
+    #[comptime] neox: bool,
+) {
+    let (ia, ib, a, b) = rotated_pair(x, cos, sin, at, heads, dim, start, neox);
+    out[ia as usize] = a;
+    out[ib as usize] = b;
+}
+
+/// Where value `at` of `[tokens, kv_heads, dim]` goes in a cache `[kv_heads, capacity, dim]`
+/// whose positions from `start` the tokens take.
+#[cube]
+fn cache_index(at: u32, kv_heads: u32, capacity: u32, dim: u32, start: u32) -> usize {
+    let d = at % dim;
+    let head = (at / dim) % kv_heads;
+    let token = at / (dim * kv_heads);
+    ((head * capacity + start + token) * dim + d) as usize
 }
 
 /// One unit per rotated pair of the queries, then of the keys.
@@ -201,12 +342,47 @@ fn cache_write_kernel(
 ) {
     let at = ABSOLUTE_POS as u32;
     if at < count {
-        let d = at % dim;
-        let head = (at / dim) % kv_heads;
-        let token = at / (dim * kv_heads);
-        let to = ((head * capacity + start + token) * dim + d) as usize;
+        let to = cache_index(at, kv_heads, capacity, dim, start);
         keys[to] = round_f16(k[at as usize]);
         values[to] = round_f16(v[at as usize]);
+    }
+}
+
+/// [`rope_kernel`] and [`cache_write_kernel`] in one launch (a decoding step's attention
+/// reads the keys from the cache only): one unit per rotated pair of the queries, then per
+/// rotated pair of the keys (both stored in the cache), then per value.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+pub(super) fn rope_cache_write_kernel(
+    q: &[f32],
+    k: &[f32],
+    v: &[f32],
+    cos: &[f32],
+    sin: &[f32],
+    q_out: &mut [f32],
+    keys: &mut [f32],
+    values: &mut [f32],
+    q_pairs: u32,
+    count: u32,
+    q_heads: u32,
+    kv_heads: u32,
+    dim: u32,
+    start: u32,
+    capacity: u32,
+    #[comptime] neox: bool,
+) {
+    let at = ABSOLUTE_POS as u32;
+    // `k` and `v` (`count` values each) have one shape: half as many pairs as values.
+    let k_pairs = count / 2;
+    if at < q_pairs {
+        rotate_pair(q, q_out, cos, sin, at, q_heads, dim, start, neox);
+    } else if at < q_pairs + k_pairs {
+        let (ia, ib, a, b) = rotated_pair(k, cos, sin, at - q_pairs, kv_heads, dim, start, neox);
+        keys[cache_index(ia, kv_heads, capacity, dim, start)] = round_f16(a);
+        keys[cache_index(ib, kv_heads, capacity, dim, start)] = round_f16(b);
+    } else if at < q_pairs + k_pairs + count {
+        let j = at - q_pairs - k_pairs;
+        values[cache_index(j, kv_heads, capacity, dim, start)] = round_f16(v[j as usize]);
     }
 }
 
@@ -232,6 +408,16 @@ fn gated_kernel(gate: &[f32], up: &[f32], out: &mut [f32], len: u32, #[comptime]
             g / ((-g).exp() + 1.0f32)
         };
         out[at as usize] = a * up[at as usize];
+    }
+}
+
+/// `cache` to be written: in place when this is the only handle on a contiguous buffer (the
+/// cache between steps); otherwise a copy, so no other tensor sees the write.
+pub(super) fn writable(cache: CubeTensor) -> CubeTensor {
+    if cache.can_mut() && cache.is_contiguous_buffer() {
+        cache
+    } else {
+        into_contiguous(cache).copy()
     }
 }
 
@@ -313,6 +499,74 @@ impl FusedOps for Cube {
         (sum, out)
     }
 
+    fn fused_rms_norm_pair(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        q_weight: FloatTensor<Self>,
+        k_weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let [q, k, q_weight, k_weight] = [q, k, q_weight, k_weight].map(into_contiguous);
+        let (q_shape, k_shape) = (q.meta.shape().clone(), k.meta.shape().clone());
+        let dim = q_shape[q_shape.len() - 1];
+        let (q_rows, k_rows) = (len(&q) / dim.max(1), len(&k) / dim.max(1));
+        let q_out = empty_like(&q, q_shape);
+        let k_out = empty_like(&k, k_shape);
+        // SAFETY: every buffer is bound with its tensor's length; the kernel reads rows
+        // `0..q_rows` of `q` and `0..k_rows` of `k`, `dim` values each, and `dim` weights.
+        unsafe {
+            rms_norm_pair_kernel::launch(
+                &q.client,
+                grid_of((q_rows + k_rows) as u32),
+                CubeDim::new_1d(THREADS),
+                BufferArg::from_raw_parts(q.handle.clone(), len(&q)),
+                BufferArg::from_raw_parts(k.handle.clone(), len(&k)),
+                BufferArg::from_raw_parts(q_weight.handle.clone(), len(&q_weight)),
+                BufferArg::from_raw_parts(k_weight.handle.clone(), len(&k_weight)),
+                BufferArg::from_raw_parts(q_out.handle.clone(), len(&q_out)),
+                BufferArg::from_raw_parts(k_out.handle.clone(), len(&k_out)),
+                q_rows as u32,
+                k_rows as u32,
+                dim as u32,
+                eps,
+            );
+        }
+        (q_out, k_out)
+    }
+
+    fn fused_norm_add_rms_norm(
+        x: FloatTensor<Self>,
+        h: FloatTensor<Self>,
+        h_weight: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let [x, h, h_weight, weight] = [x, h, h_weight, weight].map(into_contiguous);
+        let shape = x.meta.shape().clone();
+        let dim = shape[shape.len() - 1];
+        let rows = len(&x) / dim.max(1);
+        let sum = empty_like(&x, shape.clone());
+        let out = empty_like(&x, shape);
+        // SAFETY: as for `fused_rms_norm`; `h` and `sum` have `x`'s shape.
+        unsafe {
+            norm_add_rms_norm_kernel::launch(
+                &x.client,
+                grid_of(rows as u32),
+                CubeDim::new_1d(THREADS),
+                BufferArg::from_raw_parts(x.handle.clone(), len(&x)),
+                BufferArg::from_raw_parts(h.handle.clone(), len(&h)),
+                BufferArg::from_raw_parts(h_weight.handle.clone(), len(&h_weight)),
+                BufferArg::from_raw_parts(weight.handle.clone(), len(&weight)),
+                BufferArg::from_raw_parts(sum.handle.clone(), len(&sum)),
+                BufferArg::from_raw_parts(out.handle.clone(), len(&out)),
+                rows as u32,
+                dim as u32,
+                eps,
+            );
+        }
+        (sum, out)
+    }
+
     fn fused_rope(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,
@@ -364,15 +618,6 @@ impl FusedOps for Cube {
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let k = into_contiguous(k);
         let v = into_contiguous(v);
-        // Written in place when this is the only handle on a contiguous buffer (the cache
-        // between steps); otherwise into a copy, so no other tensor sees the write.
-        let writable = |cache: CubeTensor| {
-            if cache.can_mut() && cache.is_contiguous_buffer() {
-                cache
-            } else {
-                into_contiguous(cache).copy()
-            }
-        };
         let (keys, values) = (writable(keys), writable(values));
         let shape = keys.meta.shape().clone();
         let (kv_heads, capacity, dim) = (shape[0], shape[1], shape[2]);

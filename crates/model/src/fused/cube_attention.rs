@@ -9,7 +9,9 @@ use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::FusedAttention;
-use super::cube::{THREADS, cube_reduce, empty_like, grid_of, len, round_f16};
+use super::cube::{
+    THREADS, cube_reduce, empty_like, grid_of, len, rope_cache_write_kernel, round_f16, writable,
+};
 
 /// Scores a cube of [`attention_kernel`] keeps between its passes: 8 KiB of the 16 KiB of
 /// shared memory WebGPU guarantees.
@@ -333,6 +335,55 @@ fn attention_split_sum(partial: &[f32], out: &mut [f32], splits: u32, dim: u32, 
 }
 
 impl FusedAttention for Cube {
+    fn fused_rope_cache_write(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        keys: FloatTensor<Self>,
+        values: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        start: usize,
+        neox: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
+        let [q, k, v, cos, sin] = [q, k, v, cos, sin].map(into_contiguous);
+        let (keys, values) = (writable(keys), writable(values));
+        let q_shape = q.meta.shape().clone();
+        let (q_heads, dim) = (q_shape[1], q_shape[2]);
+        let cache = keys.meta.shape().clone();
+        let (kv_heads, capacity) = (cache[0], cache[1]);
+        let (q_pairs, count) = (len(&q) / 2, len(&k));
+        let q_out = empty_like(&q, q_shape);
+        let units = (q_pairs + count / 2 + count) as u32;
+        // SAFETY: every buffer is bound with its tensor's length; one unit per query pair, key
+        // pair and value, each storing below the caches' lengths (the model checked
+        // `start + tokens ≤ capacity`); the tables hold every position the cache can.
+        unsafe {
+            rope_cache_write_kernel::launch(
+                &q.client,
+                grid_of(units.div_ceil(THREADS)),
+                CubeDim::new_1d(THREADS),
+                BufferArg::from_raw_parts(q.handle.clone(), len(&q)),
+                BufferArg::from_raw_parts(k.handle.clone(), count),
+                BufferArg::from_raw_parts(v.handle.clone(), len(&v)),
+                BufferArg::from_raw_parts(cos.handle.clone(), len(&cos)),
+                BufferArg::from_raw_parts(sin.handle.clone(), len(&sin)),
+                BufferArg::from_raw_parts(q_out.handle.clone(), len(&q_out)),
+                BufferArg::from_raw_parts(keys.handle.clone(), len(&keys)),
+                BufferArg::from_raw_parts(values.handle.clone(), len(&values)),
+                q_pairs as u32,
+                count as u32,
+                q_heads as u32,
+                kv_heads as u32,
+                dim as u32,
+                start as u32,
+                capacity as u32,
+                neox,
+            );
+        }
+        (q_out, keys, values)
+    }
+
     fn fused_attention(
         q: FloatTensor<Self>,
         keys: FloatTensor<Self>,

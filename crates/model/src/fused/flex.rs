@@ -171,6 +171,31 @@ impl FusedOps for Flex {
         (tensor(sum, shape.clone()), tensor(normed, shape))
     }
 
+    fn fused_rms_norm_pair(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        q_weight: FloatTensor<Self>,
+        k_weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        // One launch matters on a GPU only: here the two norms, as they were.
+        (
+            Self::fused_rms_norm(q, q_weight, eps),
+            Self::fused_rms_norm(k, k_weight, eps),
+        )
+    }
+
+    fn fused_norm_add_rms_norm(
+        x: FloatTensor<Self>,
+        h: FloatTensor<Self>,
+        h_weight: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>) {
+        let h = Self::fused_rms_norm(h, h_weight, eps);
+        Self::fused_add_rms_norm(x, h, weight, eps)
+    }
+
     fn fused_rope(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,

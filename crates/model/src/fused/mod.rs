@@ -5,7 +5,11 @@
 //! On a GPU each launch costs the host 10 to 30 µs whatever its size (measured on an H200 with
 //! `examples/kernel_bandwidth.rs`), so decoding was bound by launches rather than by the
 //! weights' bytes; on the CPU each operation allocated and walked its tensors again. These do
-//! the same arithmetic in one pass each: about 17 launches per layer on the GPU.
+//! the same arithmetic in one pass each. A decoding step's layer now launches 9 kernels on the
+//! GPU (10 for gemma3): a residual add is done by the next norm, gemma3's output norms by the
+//! add after them, its query and key norms together, the rotation of the queries and keys by
+//! the cache write, and each linear layer's bias and stacking by the matrix product
+//! (`quant::QuantOps::quant_matmul_stacked`).
 //!
 //! Both devices round as llama.cpp's CPU backend does: the KV cache, attention's queries and
 //! probabilities, and GELU's inputs and results are `f16` values (rounded from their bits on
@@ -42,6 +46,26 @@ pub trait FusedOps: Backend {
     fn fused_add_rms_norm(
         x: FloatTensor<Self>,
         h: FloatTensor<Self>,
+        weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// RMSNorms of the rows of `q` and of `k` (each `[..., dim]`, one `dim`), times `q_weight`
+    /// and `k_weight` (`[dim]`): a layer's per-head query and key norms in one pass.
+    fn fused_rms_norm_pair(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        q_weight: FloatTensor<Self>,
+        k_weight: FloatTensor<Self>,
+        eps: f32,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>);
+
+    /// `x + rms_norm(h) · h_weight` (a branch's output norm, then the residual add), and that
+    /// sum's RMSNorm times `weight`, in one pass: the sum and its norm.
+    fn fused_norm_add_rms_norm(
+        x: FloatTensor<Self>,
+        h: FloatTensor<Self>,
+        h_weight: FloatTensor<Self>,
         weight: FloatTensor<Self>,
         eps: f32,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
@@ -93,6 +117,42 @@ pub fn add_rms_norm(
     let (sum, normed) = <burn::backend::Dispatch as FusedOps>::fused_add_rms_norm(
         x.into_dispatch(),
         h.into_dispatch(),
+        weight.into_dispatch(),
+        eps,
+    );
+    (Tensor::from_dispatch(sum), Tensor::from_dispatch(normed))
+}
+
+/// See [`FusedOps::fused_rms_norm_pair`] (over the last dimension of any shape).
+pub fn rms_norm_pair<const D: usize>(
+    q: Tensor<D>,
+    k: Tensor<D>,
+    q_weight: Tensor<1>,
+    k_weight: Tensor<1>,
+    eps: f32,
+) -> (Tensor<D>, Tensor<D>) {
+    let (q, k) = <burn::backend::Dispatch as FusedOps>::fused_rms_norm_pair(
+        q.into_dispatch(),
+        k.into_dispatch(),
+        q_weight.into_dispatch(),
+        k_weight.into_dispatch(),
+        eps,
+    );
+    (Tensor::from_dispatch(q), Tensor::from_dispatch(k))
+}
+
+/// See [`FusedOps::fused_norm_add_rms_norm`].
+pub fn norm_add_rms_norm(
+    x: Tensor<2>,
+    h: Tensor<2>,
+    h_weight: Tensor<1>,
+    weight: Tensor<1>,
+    eps: f32,
+) -> (Tensor<2>, Tensor<2>) {
+    let (sum, normed) = <burn::backend::Dispatch as FusedOps>::fused_norm_add_rms_norm(
+        x.into_dispatch(),
+        h.into_dispatch(),
+        h_weight.into_dispatch(),
         weight.into_dispatch(),
         eps,
     );
@@ -176,6 +236,53 @@ pub trait FusedAttention: Backend {
         window: usize,
         scale: f32,
     ) -> FloatTensor<Self>;
+
+    /// [`FusedOps::fused_rope`] of `q` and `k`, then [`FusedOps::fused_cache_write`] of the
+    /// rotated keys and `v`, in one launch: the rotated queries and the caches.
+    #[allow(clippy::too_many_arguments)]
+    fn fused_rope_cache_write(
+        q: FloatTensor<Self>,
+        k: FloatTensor<Self>,
+        v: FloatTensor<Self>,
+        keys: FloatTensor<Self>,
+        values: FloatTensor<Self>,
+        cos: FloatTensor<Self>,
+        sin: FloatTensor<Self>,
+        start: usize,
+        neox: bool,
+    ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+}
+
+/// See [`FusedAttention::fused_rope_cache_write`].
+#[cfg(feature = "wgpu")]
+#[allow(clippy::too_many_arguments)]
+pub fn rope_cache_write(
+    q: Tensor<3>,
+    k: Tensor<3>,
+    v: Tensor<3>,
+    keys: Tensor<3>,
+    values: Tensor<3>,
+    cos: Tensor<2>,
+    sin: Tensor<2>,
+    start: usize,
+    neox: bool,
+) -> (Tensor<3>, Tensor<3>, Tensor<3>) {
+    let (q, keys, values) = <burn::backend::Dispatch as FusedAttention>::fused_rope_cache_write(
+        q.into_dispatch(),
+        k.into_dispatch(),
+        v.into_dispatch(),
+        keys.into_dispatch(),
+        values.into_dispatch(),
+        cos.into_dispatch(),
+        sin.into_dispatch(),
+        start,
+        neox,
+    );
+    (
+        Tensor::from_dispatch(q),
+        Tensor::from_dispatch(keys),
+        Tensor::from_dispatch(values),
+    )
 }
 
 /// See [`FusedOps::fused_gated`].

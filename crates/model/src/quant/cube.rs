@@ -278,29 +278,36 @@ fn accumulate(
     }
 }
 
-/// `out[token, row] = Σ_col W[row, col] · x[token, col]` for one row and a tile of up to `tile`
-/// tokens per cube, where `W` is the matrices `a`, `b`, `c` stacked (`rows_a`, `rows_b`,
-/// `rows_c` rows of one format and width; a layer's Q, K and V in one launch). Each eight
-/// weights are decoded once for the whole tile, so a prefill reads the matrix once per tile
-/// rather than once per token; decoding one token gets `tile = 1`. Rows run over cube
-/// positions x and y (a grid dimension holds at most 65,535 cubes), tiles over z.
+/// `out[token, row] = Σ_col W[row, col] · x[token, col] (+ bias[row])` for one row and a tile
+/// of up to `tile` tokens per cube, where `W` is the matrices `a`, `b`, `c` stacked (`rows_a`,
+/// `rows_b`, `rows_c` rows of one width, each of its own format; a layer's Q, K and V in one
+/// launch), each with its bias when its flag says so. Each eight weights are decoded once for
+/// the whole tile, so a prefill reads the matrix once per tile rather than once per token;
+/// decoding one token gets `tile = 1`. Rows run over cube positions x and y (a grid
+/// dimension holds at most 65,535 cubes), tiles over z.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn quant_matmul_kernel(
     a: &[u32],
     b: &[u32],
     c: &[u32],
+    bias_a: &[f32],
+    bias_b: &[f32],
+    bias_c: &[f32],
     x: &[f32],
     out: &mut [f32],
     rows_a: u32,
     rows_b: u32,
     rows_c: u32,
     cols: u32,
-    row_bytes: u32,
+    row_bytes_a: u32,
+    row_bytes_b: u32,
+    row_bytes_c: u32,
     tokens: u32,
     first_tile: u32,
     #[comptime] tile: u32,
-    #[comptime] format: QuantFormat,
+    #[comptime] formats: [QuantFormat; 3],
+    #[comptime] biased: [bool; 3],
 ) {
     let rows = rows_a + rows_b + rows_c;
     let row = CUBE_POS_X + CUBE_POS_Y * CUBE_COUNT_X;
@@ -317,39 +324,39 @@ fn quant_matmul_kernel(
         accumulate(
             a,
             x,
-            row * row_bytes,
+            row * row_bytes_a,
             cols,
             first,
             count,
             &mut sums,
             tile,
-            format,
+            comptime!(formats[0]),
         );
     } else if row < rows_a + rows_b {
         let local = row - rows_a;
         accumulate(
             b,
             x,
-            local * row_bytes,
+            local * row_bytes_b,
             cols,
             first,
             count,
             &mut sums,
             tile,
-            format,
+            comptime!(formats[1]),
         );
     } else if row < rows {
         let local = row - rows_a - rows_b;
         accumulate(
             c,
             x,
-            local * row_bytes,
+            local * row_bytes_c,
             cols,
             first,
             count,
             &mut sums,
             tile,
-            format,
+            comptime!(formats[2]),
         );
     }
     #[unroll]
@@ -372,7 +379,20 @@ fn quant_matmul_kernel(
         sync_cube();
     }
     if UNIT_POS < count && row < rows {
-        out[((first + UNIT_POS) * rows + row) as usize] = partial[(UNIT_POS * THREADS) as usize];
+        let mut y = partial[(UNIT_POS * THREADS) as usize];
+        // The bias after the whole sum, as a separate add would do it.
+        if row < rows_a {
+            if comptime!(biased[0]) {
+                y += bias_a[row as usize];
+            }
+        } else if row < rows_a + rows_b {
+            if comptime!(biased[1]) {
+                y += bias_b[(row - rows_a) as usize];
+            }
+        } else if comptime!(biased[2]) {
+            y += bias_c[(row - rows_a - rows_b) as usize];
+        }
+        out[((first + UNIT_POS) * rows + row) as usize] = y;
     }
 }
 
@@ -413,28 +433,31 @@ fn row_bytes(layout: QuantLayout) -> u32 {
     layout.format.row_bytes(layout.cols).unwrap_or(0) as u32
 }
 
-/// `x · [A; B; C]ᵀ` for up to three matrices of `layout`'s format and width (`rows` each; a
-/// matrix with no rows is not read): `[tokens, Σ rows]`.
+/// `x · [A; B; C]ᵀ (+ biases)` for up to three matrices of one width, each of its own format
+/// (`layouts`; a matrix with no rows is not read): `[tokens, Σ rows]`.
 fn matmul_stacked(
     x: CubeTensor,
     blocks: [CubeTensor; 3],
-    rows: [usize; 3],
-    layout: QuantLayout,
+    layouts: [QuantLayout; 3],
+    biases: [Option<CubeTensor>; 3],
 ) -> CubeTensor {
     let x = into_contiguous(x);
     let blocks = blocks.map(into_contiguous);
+    let biases = biases.map(|b| b.map(into_contiguous));
+    // SAFETY (of each `BufferArg` below): it is bound with the length of the tensor it comes
+    // from, and the kernel indexes below those lengths (see the launch).
+    let cols = layouts[0].cols;
     let tokens = x.meta.shape()[0];
-    let total: usize = rows.iter().sum();
+    let total: usize = layouts.iter().map(|l| l.rows).sum();
     let out = empty_device_dtype(
         x.client.clone(),
         x.device.clone(),
         Shape::new([tokens, total]),
         DType::F32,
     );
-    let row_bytes = row_bytes(layout);
     let across = (total as u32).clamp(1, MAX_CUBES);
     let down = (total as u32).div_ceil(across);
-    let x_len = tokens * layout.cols;
+    let x_len = tokens * cols;
     let out_len = tokens * total;
     let tile = if tokens >= TOKEN_TILE as usize {
         TOKEN_TILE
@@ -442,12 +465,22 @@ fn matmul_stacked(
         1
     };
     let tiles = tokens.div_ceil(tile as usize);
+    let formats = layouts.map(|l| l.format);
+    let biased = [0, 1, 2].map(|i| biases[i].is_some() && layouts[i].rows > 0);
+    // An absent bias is bound to `x` (any buffer does: the kernel never reads it).
+    let bias_arg = |i: usize| match &biases[i] {
+        Some(b) if biased[i] => unsafe {
+            BufferArg::from_raw_parts(b.handle.clone(), layouts[i].rows)
+        },
+        _ => unsafe { BufferArg::from_raw_parts(x.handle.clone(), x_len) },
+    };
     let mut first = 0;
     while first < tiles {
         let count = (tiles - first).min(MAX_CUBES as usize);
         // SAFETY: each buffer is bound with the length of the tensor it comes from, and the
         // kernel indexes below those lengths (rows × row_bytes ≤ words × 4 is checked when
-        // each layer is built; tokens × cols = x's length; a matrix with no rows is not read).
+        // each layer is built; tokens × cols = x's length; a bias has its matrix's rows, and
+        // is read only when given; a matrix with no rows is not read).
         unsafe {
             quant_matmul_kernel::launch(
                 &out.client,
@@ -456,17 +489,23 @@ fn matmul_stacked(
                 BufferArg::from_raw_parts(blocks[0].handle.clone(), blocks[0].meta.shape()[0]),
                 BufferArg::from_raw_parts(blocks[1].handle.clone(), blocks[1].meta.shape()[0]),
                 BufferArg::from_raw_parts(blocks[2].handle.clone(), blocks[2].meta.shape()[0]),
+                bias_arg(0),
+                bias_arg(1),
+                bias_arg(2),
                 BufferArg::from_raw_parts(x.handle.clone(), x_len),
                 BufferArg::from_raw_parts(out.handle.clone(), out_len),
-                rows[0] as u32,
-                rows[1] as u32,
-                rows[2] as u32,
-                layout.cols as u32,
-                row_bytes,
+                layouts[0].rows as u32,
+                layouts[1].rows as u32,
+                layouts[2].rows as u32,
+                cols as u32,
+                row_bytes(layouts[0]),
+                row_bytes(layouts[1]),
+                row_bytes(layouts[2]),
                 tokens as u32,
                 first as u32,
                 tile,
-                layout.format,
+                formats,
+                biased,
             );
         }
         first += count;
@@ -481,7 +520,8 @@ impl QuantOps for Cube {
         layout: QuantLayout,
     ) -> FloatTensor<Self> {
         let blocks = [blocks.clone(), blocks.clone(), blocks];
-        matmul_stacked(x, blocks, [layout.rows, 0, 0], layout)
+        let none = QuantLayout { rows: 0, ..layout };
+        matmul_stacked(x, blocks, [layout, none, none], [None, None, None])
     }
 
     fn quant_matmul_stacked(
@@ -489,10 +529,19 @@ impl QuantOps for Cube {
         a: IntTensor<Self>,
         b: IntTensor<Self>,
         c: IntTensor<Self>,
-        layout: QuantLayout,
-        rows: [usize; 3],
+        layouts: [QuantLayout; 3],
+        bias_a: FloatTensor<Self>,
+        bias_b: FloatTensor<Self>,
+        bias_c: FloatTensor<Self>,
+        biased: [bool; 3],
     ) -> FloatTensor<Self> {
-        matmul_stacked(x, [a, b, c], rows, layout)
+        let [p, q, r] = biased;
+        let biases = [
+            p.then_some(bias_a),
+            q.then_some(bias_b),
+            r.then_some(bias_c),
+        ];
+        matmul_stacked(x, [a, b, c], layouts, biases)
     }
 
     fn quant_matmul_rows(

@@ -40,7 +40,10 @@ impl QuantOps for Flex {
         // One matrix is a stack of one: the others have no rows and are not read.
         let stack = [blocks.clone(), blocks.clone(), blocks];
         let [a, b, c] = stack;
-        Self::quant_matmul_stacked(x, a, b, c, layout, [layout.rows, 0, 0])
+        let none = QuantLayout { rows: 0, ..layout };
+        let unread = || x.clone();
+        let (p, q, r) = (unread(), unread(), unread());
+        Self::quant_matmul_stacked(x, a, b, c, [layout, none, none], p, q, r, [false; 3])
     }
 
     fn quant_matmul_stacked(
@@ -48,22 +51,64 @@ impl QuantOps for Flex {
         a: IntTensor<Self>,
         b: IntTensor<Self>,
         c: IntTensor<Self>,
-        layout: QuantLayout,
-        rows: [usize; 3],
+        layouts: [QuantLayout; 3],
+        bias_a: FloatTensor<Self>,
+        bias_b: FloatTensor<Self>,
+        bias_c: FloatTensor<Self>,
+        biased: [bool; 3],
     ) -> FloatTensor<Self> {
         let tokens = x.layout().shape()[0];
+        let cols = layouts[0].cols;
         let x = x.to_contiguous();
         let values: &[f32] = x.storage::<f32>();
         let start = x.layout().start_offset();
-        let values = &values[start..start + tokens * layout.cols];
-        let matrices: Vec<QuantMatrix> = [a, b, c]
+        let values = &values[start..start + tokens * cols];
+        let present: Vec<(QuantMatrix, Option<FloatTensor<Self>>)> = [a, b, c]
             .iter()
-            .zip(rows)
-            .filter(|(_, rows)| *rows > 0)
-            .map(|(blocks, rows)| matrix(blocks, QuantLayout { rows, ..layout }))
+            .zip(layouts)
+            .zip([bias_a, bias_b, bias_c].into_iter().zip(biased))
+            .filter(|((_, layout), _)| layout.rows > 0)
+            .map(|((blocks, layout), (bias, biased))| {
+                (matrix(blocks, layout), biased.then_some(bias))
+            })
             .collect();
-        let total: usize = rows.iter().sum();
-        let out = quant_matmul_stacked(&matrices, values, tokens, Pool::global());
+        let total: usize = layouts.iter().map(|l| l.rows).sum();
+        // Matrices whose activations are encoded alike share one pass of the pool (a layer's
+        // Q5_0 queries beside its Q8_0 values); otherwise each has its own, side by side.
+        let encoding = present.first().map(|(m, _)| m.format.activation());
+        let mut out = if present
+            .iter()
+            .all(|(m, _)| Some(m.format.activation()) == encoding)
+        {
+            let matrices: Vec<QuantMatrix> = present.iter().map(|(m, _)| m.clone()).collect();
+            quant_matmul_stacked(&matrices, values, tokens, Pool::global())
+        } else {
+            let mut out = vec![0.0f32; tokens * total];
+            let mut column = 0;
+            for (m, _) in &present {
+                let part =
+                    quant_matmul_stacked(std::slice::from_ref(m), values, tokens, Pool::global());
+                for (row, from) in out.chunks_exact_mut(total).zip(part.chunks_exact(m.rows)) {
+                    row[column..column + m.rows].copy_from_slice(from);
+                }
+                column += m.rows;
+            }
+            out
+        };
+        let mut column = 0;
+        for (m, bias) in &present {
+            if let Some(bias) = bias {
+                let bias = bias.to_contiguous();
+                let start = bias.layout().start_offset();
+                let bias = &bias.storage::<f32>()[start..start + m.rows];
+                for row in out.chunks_exact_mut(total) {
+                    for (y, b) in row[column..column + m.rows].iter_mut().zip(bias) {
+                        *y += b;
+                    }
+                }
+            }
+            column += m.rows;
+        }
         FlexTensor::from_data(TensorData::new(out, [tokens, total]))
     }
 

@@ -42,16 +42,23 @@ pub trait QuantOps: Backend {
         layout: QuantLayout,
     ) -> FloatTensor<Self>;
 
-    /// `x · [A; B; C]ᵀ`: three matrices of `layout`'s format and width, `rows[i]` rows each,
-    /// stacked row-wise (a layer's Q, K and V projections in one launch): `[tokens, Σ rows]`.
-    /// A matrix of no rows is absent, and its blocks are not read (pass another's).
+    /// `x · [A; B; C]ᵀ (+ biases)`: three matrices of one width, each of its own format and
+    /// row count (`layouts`), stacked row-wise (a layer's Q, K and V projections in one
+    /// launch): `[tokens, Σ rows]`. A matrix of no rows is absent, and its blocks are not read
+    /// (pass another's). Matrix `i`'s bias (`[rows]`) is added to its products where
+    /// `biased[i]`; otherwise its bias tensor is not read (pass any, `x` say: burn's backend
+    /// extensions take tensors, not options of them).
+    #[allow(clippy::too_many_arguments)]
     fn quant_matmul_stacked(
         x: FloatTensor<Self>,
         a: IntTensor<Self>,
         b: IntTensor<Self>,
         c: IntTensor<Self>,
-        layout: QuantLayout,
-        rows: [usize; 3],
+        layouts: [QuantLayout; 3],
+        bias_a: FloatTensor<Self>,
+        bias_b: FloatTensor<Self>,
+        bias_c: FloatTensor<Self>,
+        biased: [bool; 3],
     ) -> FloatTensor<Self>;
 
     /// `x · W[ids]ᵀ`, the products with rows `ids` only: `[tokens, ids]`, each value the one
@@ -360,40 +367,50 @@ impl QLinear {
         }
     }
 
-    /// `layers.map(|l| l.forward(x))`, from one launch when the layers can be stacked: at
-    /// most three, of one format and width, each in one part (a layer's Q, K and V; its gate
-    /// and up projections). Otherwise each layer runs on its own.
+    /// `layers.map(|l| l.forward(x))`, from one launch (biases included) when the layers can
+    /// be stacked: at most three, of one width, each in one part (a layer's Q, K and V; its
+    /// gate and up projections), of any formats. Otherwise each layer runs on its own.
     pub fn forward_stacked<const N: usize>(layers: [&QLinear; N], x: Tensor<2>) -> [Tensor<2>; N] {
-        let first = layers[0].layout;
+        let cols = layers[0].layout.cols;
         let stackable = (1..=3).contains(&N)
-            && layers.iter().all(|l| {
-                l.parts.len() == 1 && l.layout.format == first.format && l.layout.cols == first.cols
-            });
+            && layers
+                .iter()
+                .all(|l| l.parts.len() == 1 && l.layout.cols == cols);
         if !stackable {
             return layers.map(|l| l.forward(x.clone()));
         }
         // Absent matrices repeat the last one's blocks with no rows: they are not read.
         let blocks: [Tensor<1, Int>; 3] =
             std::array::from_fn(|i| layers[i.min(N - 1)].parts[0].clone());
-        let rows: [usize; 3] =
-            std::array::from_fn(|i| if i < N { layers[i].layout.rows } else { 0 });
+        let layouts: [QuantLayout; 3] = std::array::from_fn(|i| match layers.get(i) {
+            Some(l) => l.layout,
+            None => QuantLayout {
+                rows: 0,
+                ..layers[N - 1].layout
+            },
+        });
+        let biases: [Option<Tensor<1>>; 3] =
+            std::array::from_fn(|i| layers.get(i).and_then(|l| l.bias.as_ref()).map(Param::val));
+        let biased = biases.each_ref().map(Option::is_some);
+        let [bias_a, bias_b, bias_c] =
+            biases.map(|b| b.map_or_else(|| x.clone().into_dispatch(), Tensor::into_dispatch));
         let [a, b, c] = blocks;
         let y = Tensor::<2>::from_dispatch(<Dispatch as QuantOps>::quant_matmul_stacked(
             x.into_dispatch(),
             a.into_dispatch(),
             b.into_dispatch(),
             c.into_dispatch(),
-            first,
-            rows,
+            layouts,
+            bias_a,
+            bias_b,
+            bias_c,
+            biased,
         ));
         let mut at = 0;
         layers.map(|l| {
             let part = y.clone().narrow(1, at, l.layout.rows);
             at += l.layout.rows;
-            match &l.bias {
-                Some(b) => part + b.val().unsqueeze::<2>(),
-                None => part,
-            }
+            part
         })
     }
 
