@@ -173,11 +173,12 @@ fn attention_mask(
     Tensor::from_data(TensorData::new(hidden, [tokens, keys]), device)
 }
 
-/// Whether attention runs as one kernel ([`fused::attention`], the wgpu device) rather than
-/// as burn's matrix products ([`Attention::with_matmuls`], the CPU). Without the `wgpu`
-/// feature there is no such kernel (and no caller).
+/// Whether `device` is the wgpu device, whose kernels fuse more than the CPU's loops: there
+/// attention runs as one kernel ([`fused::attention`]) rather than as burn's matrix products
+/// ([`Attention::with_matmuls`]), the rotation with the cache write, and the MLP's gate with
+/// its products. Without the `wgpu` feature there are no such kernels (and no caller).
 #[cfg(feature = "wgpu")]
-fn attention_kernel(device: &Device) -> bool {
+fn on_wgpu(device: &Device) -> bool {
     matches!(device.as_dispatch(), burn::backend::DispatchDevice::Cube(_))
 }
 
@@ -344,7 +345,7 @@ impl Attention {
             }
         }
         #[cfg(feature = "wgpu")]
-        if attention_kernel(&q.device()) {
+        if on_wgpu(&q.device()) {
             let (q, keys, values) = cache.append_rotated(rope, q, k, v, start);
             let window = self.window.unwrap_or(0);
             return self
@@ -540,8 +541,14 @@ impl Mlp {
     /// # Shapes
     /// - `x`: `[tokens, d_model]`, output the same.
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
-        let [gate, up] = QLinear::forward_stacked([&self.gate, &self.up], x);
         let gelu = self.activation == Activation::GeluTanh;
+        #[cfg(feature = "wgpu")]
+        if on_wgpu(&x.device())
+            && let Some(gated) = QLinear::forward_gated(&self.gate, &self.up, x.clone(), gelu)
+        {
+            return self.down.forward(gated);
+        }
+        let [gate, up] = QLinear::forward_stacked([&self.gate, &self.up], x);
         self.down.forward(fused::gated(gate, up, gelu))
     }
 }

@@ -6,7 +6,7 @@
 //! implies; the wgpu device computes in `f32` and is held to float reassociation. Without the
 //! `wgpu` feature, or on a machine without an adapter, the wgpu cases say so and pass, unless
 //! `STAMPO_REQUIRE_WGPU=1` (set by `scripts/test.sh`, whose set-up installs lavapipe) makes a
-//! missing adapter a failure.
+//! missing adapter a failure. The stacked and gated products are held to the separate ones.
 
 mod common;
 
@@ -195,6 +195,55 @@ fn cpu_stacked_matmul_matches_each_layer() {
 fn wgpu_stacked_matmul_matches_each_layer() {
     let Some(device) = wgpu_device() else { return };
     check_stacked(&device, "wgpu");
+}
+
+/// A gated MLP's gate and up products and its gate in one launch (the wgpu device's) give the
+/// values of the stacked product followed by the fused gate: SiLU and GELU, the two matrices
+/// of one format and of two, one token and a prefill's tiles with a remainder.
+#[test]
+#[cfg(feature = "wgpu")]
+fn wgpu_gated_product_equals_the_stacked_product_then_the_gate() {
+    let Some(device) = wgpu_device() else { return };
+    let mut rng = Rng(0x6a7e);
+    let all = QuantFormat::ALL;
+    for i in 0..all.len() {
+        for formats in [[all[i]; 2], [all[i], all[(i + 1) % all.len()]]] {
+            let layers: Vec<QLinear> = formats
+                .iter()
+                .map(|&format| {
+                    let bytes = random_matrix(format, ROWS, COLS, &mut rng);
+                    let layout = QuantLayout {
+                        format,
+                        rows: ROWS,
+                        cols: COLS,
+                    };
+                    QLinear::from_bytes("test", &bytes, None, layout, &device)
+                        .expect("shape matches")
+                })
+                .collect();
+            for tokens in [1, TOKENS] {
+                // Scaled so that the gate's inputs cross GELU's ±10 and SiLU's saturation.
+                let x: Vec<f32> = (0..tokens * COLS).map(|_| rng.float() * 2.0).collect();
+                let input =
+                    || Tensor::<2>::from_data(TensorData::new(x.clone(), [tokens, COLS]), &device);
+                for gelu in [false, true] {
+                    let got = QLinear::forward_gated(&layers[0], &layers[1], input(), gelu)
+                        .expect("two layers of one shape");
+                    let [gate, up] = QLinear::forward_stacked([&layers[0], &layers[1]], input());
+                    let want =
+                        to_vec(stampo_model::fused::gated(gate, up, gelu)).expect("readback");
+                    let got = to_vec(got).expect("readback");
+                    assert_eq!(got.len(), want.len());
+                    for (n, (g, w)) in got.iter().zip(&want).enumerate() {
+                        assert!(
+                            (g - w).abs() <= w.abs() * 1e-5 + 1e-6,
+                            "{formats:?} {tokens} tokens, gelu {gelu}, value {n}: {g} vs {w}"
+                        );
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// The products with chosen rows only (the output head's logits of the tokens a grammar

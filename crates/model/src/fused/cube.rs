@@ -386,28 +386,32 @@ pub(super) fn rope_cache_write_kernel(
     }
 }
 
-/// One unit per value: SiLU as ggml computes it (`g / (1 + e^-g)`), or GELU (tanh, arranged
-/// as on the CPU) on the input rounded to `f16`, the result rounded to `f16` (ggml's table),
-/// the identity from 10 up and 0 from -10 down; times `up`.
+/// SiLU as ggml computes it (`g / (1 + e^-g)`), or GELU (tanh, arranged as on the CPU) on the
+/// input rounded to `f16`, the result rounded to `f16` (ggml's table), the identity from 10 up
+/// and 0 from -10 down.
+#[cube]
+pub(crate) fn activate(g: f32, #[comptime] gelu: bool) -> f32 {
+    if comptime!(gelu) {
+        if g >= 10.0f32 {
+            g
+        } else if g <= -10.0f32 {
+            0.0f32
+        } else {
+            let x = round_f16(g);
+            let inner = (x + x * x * x * 0.044_715f32) * 0.797_884_6f32;
+            round_f16(x * (inner.tanh() + 1.0f32) * 0.5f32)
+        }
+    } else {
+        g / ((-g).exp() + 1.0f32)
+    }
+}
+
+/// One unit per value: [`activate`] of `gate`, times `up`.
 #[cube(launch)]
 fn gated_kernel(gate: &[f32], up: &[f32], out: &mut [f32], len: u32, #[comptime] gelu: bool) {
     let at = ABSOLUTE_POS as u32;
     if at < len {
-        let g = gate[at as usize];
-        let a = if comptime!(gelu) {
-            if g >= 10.0f32 {
-                g
-            } else if g <= -10.0f32 {
-                0.0f32
-            } else {
-                let x = round_f16(g);
-                let inner = (x + x * x * x * 0.044_715f32) * 0.797_884_6f32;
-                round_f16(x * (inner.tanh() + 1.0f32) * 0.5f32)
-            }
-        } else {
-            g / ((-g).exp() + 1.0f32)
-        };
-        out[at as usize] = a * up[at as usize];
+        out[at as usize] = activate(gate[at as usize], gelu) * up[at as usize];
     }
 }
 

@@ -5,11 +5,12 @@
 //! On a GPU each launch costs the host 10 to 30 µs whatever its size (measured on an H200 with
 //! `examples/kernel_bandwidth.rs`), so decoding was bound by launches rather than by the
 //! weights' bytes; on the CPU each operation allocated and walked its tensors again. These do
-//! the same arithmetic in one pass each. A decoding step's layer now launches 9 kernels on the
-//! GPU (10 for gemma3): a residual add is done by the next norm, gemma3's output norms by the
+//! the same arithmetic in one pass each. A decoding step's layer now launches 8 kernels on the
+//! GPU (9 for gemma3): a residual add is done by the next norm, gemma3's output norms by the
 //! add after them, its query and key norms together, the rotation of the queries and keys by
-//! the cache write, and each linear layer's bias and stacking by the matrix product
-//! (`quant::QuantOps::quant_matmul_stacked`).
+//! the cache write, each linear layer's bias and stacking by the matrix product
+//! (`quant::QuantOps::quant_matmul_stacked`), and the MLP's gate by its gate and up products
+//! (`quant::QuantGatedOps`).
 //!
 //! Both devices round as llama.cpp's CPU backend does: the KV cache, attention's queries and
 //! probabilities, and GELU's inputs and results are `f16` values (rounded from their bits on
@@ -18,6 +19,8 @@
 
 #[cfg(feature = "wgpu")]
 mod cube;
+#[cfg(feature = "wgpu")]
+pub(crate) use cube::activate;
 #[cfg(feature = "wgpu")]
 mod cube_attention;
 mod flex;

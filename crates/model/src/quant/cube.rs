@@ -15,7 +15,8 @@ use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
-use super::{QuantFormat, QuantLayout, QuantOps};
+use super::{QuantFormat, QuantGatedOps, QuantLayout, QuantOps};
+use crate::fused::activate;
 
 /// Threads that share one output value: each sums every `THREADS`-th input, then the cube adds
 /// the partial sums. 64 fits every WebGPU device (the guaranteed minimum is 256).
@@ -396,6 +397,91 @@ fn quant_matmul_kernel(
     }
 }
 
+/// `out[token, row] = act(G[row] · x[token]) · (U[row] · x[token])` for one row and a tile of
+/// tokens per cube: [`quant_matmul_kernel`]'s sums of both rows (the same partial sums and the
+/// same tree), then the activation of the fused gate ([`activate`]), so that the values are
+/// those of the stacked product followed by the gate.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn quant_gated_kernel(
+    gate: &[u32],
+    up: &[u32],
+    x: &[f32],
+    out: &mut [f32],
+    rows: u32,
+    cols: u32,
+    row_bytes_gate: u32,
+    row_bytes_up: u32,
+    tokens: u32,
+    first_tile: u32,
+    #[comptime] tile: u32,
+    #[comptime] formats: [QuantFormat; 2],
+    #[comptime] gelu: bool,
+) {
+    let row = CUBE_POS_X + CUBE_POS_Y * CUBE_COUNT_X;
+    let first = (first_tile + CUBE_POS_Z) * tile;
+    let count = min(tile, tokens - first);
+    // The gate's sums in the first `tile` groups of `THREADS`, the up's in the next.
+    let mut partial = Shared::<[f32]>::new_slice((2 * THREADS * tile) as usize);
+    let mut g = Array::<f32>::new(tile as usize);
+    let mut u = Array::<f32>::new(tile as usize);
+    #[unroll]
+    for t in 0..tile {
+        g[t as usize] = 0.0;
+        u[t as usize] = 0.0;
+    }
+    // The row is the same for the whole cube, so the branch is uniform.
+    if row < rows {
+        let (gate_format, up_format) = comptime!((formats[0], formats[1]));
+        accumulate(
+            gate,
+            x,
+            row * row_bytes_gate,
+            cols,
+            first,
+            count,
+            &mut g,
+            tile,
+            gate_format,
+        );
+        accumulate(
+            up,
+            x,
+            row * row_bytes_up,
+            cols,
+            first,
+            count,
+            &mut u,
+            tile,
+            up_format,
+        );
+    }
+    #[unroll]
+    for t in 0..tile {
+        partial[(t * THREADS + UNIT_POS) as usize] = g[t as usize];
+        partial[((tile + t) * THREADS + UNIT_POS) as usize] = u[t as usize];
+    }
+    sync_cube();
+    #[unroll]
+    for level in 1..7u32 {
+        let stride = THREADS >> level;
+        if UNIT_POS < stride {
+            #[unroll]
+            for t in 0..2 * tile {
+                let here = (t * THREADS + UNIT_POS) as usize;
+                let sum = partial[here] + partial[here + stride as usize];
+                partial[here] = sum;
+            }
+        }
+        sync_cube();
+    }
+    if UNIT_POS < count && row < rows {
+        let g = partial[(UNIT_POS * THREADS) as usize];
+        let u = partial[((tile + UNIT_POS) * THREADS) as usize];
+        out[((first + UNIT_POS) * rows + row) as usize] = activate(g, gelu) * u;
+    }
+}
+
 /// Eight values per unit, decoded as the matmul decodes them: `out[i, 8k..8k + 8] =
 /// W[ids[i], 8k..8k + 8]`.
 #[cube(launch)]
@@ -511,6 +597,65 @@ fn matmul_stacked(
         first += count;
     }
     out
+}
+
+impl QuantGatedOps for Cube {
+    fn quant_matmul_gated(
+        x: FloatTensor<Self>,
+        gate: IntTensor<Self>,
+        up: IntTensor<Self>,
+        layouts: [QuantLayout; 2],
+        gelu: bool,
+    ) -> FloatTensor<Self> {
+        let x = into_contiguous(x);
+        let (gate, up) = (into_contiguous(gate), into_contiguous(up));
+        let [gate_layout, up_layout] = layouts;
+        let (rows, cols) = (gate_layout.rows, gate_layout.cols);
+        let tokens = x.meta.shape()[0];
+        let out = empty_device_dtype(
+            x.client.clone(),
+            x.device.clone(),
+            Shape::new([tokens, rows]),
+            DType::F32,
+        );
+        let across = (rows as u32).clamp(1, MAX_CUBES);
+        let down = (rows as u32).div_ceil(across);
+        let tile = if tokens >= TOKEN_TILE as usize {
+            TOKEN_TILE
+        } else {
+            1
+        };
+        let tiles = tokens.div_ceil(tile as usize);
+        let mut first = 0;
+        while first < tiles {
+            let count = (tiles - first).min(MAX_CUBES as usize);
+            // SAFETY: as in `matmul_stacked`: each buffer is bound with its tensor's length;
+            // both matrices have `rows` rows of `cols` values (checked by `forward_gated` and
+            // when each layer was built), x has `tokens × cols` values.
+            unsafe {
+                quant_gated_kernel::launch(
+                    &out.client,
+                    CubeCount::Static(across, down, count as u32),
+                    CubeDim::new_1d(THREADS),
+                    BufferArg::from_raw_parts(gate.handle.clone(), gate.meta.shape()[0]),
+                    BufferArg::from_raw_parts(up.handle.clone(), up.meta.shape()[0]),
+                    BufferArg::from_raw_parts(x.handle.clone(), tokens * cols),
+                    BufferArg::from_raw_parts(out.handle.clone(), tokens * rows),
+                    rows as u32,
+                    cols as u32,
+                    row_bytes(gate_layout),
+                    row_bytes(up_layout),
+                    tokens as u32,
+                    first as u32,
+                    tile,
+                    [gate_layout.format, up_layout.format],
+                    gelu,
+                );
+            }
+            first += count;
+        }
+        out
+    }
 }
 
 impl QuantOps for Cube {

@@ -79,6 +79,24 @@ pub trait QuantOps: Backend {
     ) -> FloatTensor<Self>;
 }
 
+/// A gated MLP's products on the wgpu device, where each launch costs the host more than a
+/// small product's arithmetic; the CPU keeps its stacked product and its own gate.
+#[cfg(feature = "wgpu")]
+#[backend_extension(Cube)]
+pub trait QuantGatedOps: Backend {
+    /// `act(x · Gᵀ) · (x · Uᵀ)`, the activation SiLU or (when `gelu`) ggml's tanh GELU: a
+    /// gated MLP's gate and up products (one width and row count, each of its own format,
+    /// `layouts`) and its gate in one launch, `[tokens, rows]`: the values of
+    /// [`QuantOps::quant_matmul_stacked`] followed by [`crate::fused::gated`].
+    fn quant_matmul_gated(
+        x: FloatTensor<Self>,
+        gate: IntTensor<Self>,
+        up: IntTensor<Self>,
+        layouts: [QuantLayout; 2],
+        gelu: bool,
+    ) -> FloatTensor<Self>;
+}
+
 /// Words filled in memory order from a file's bytes, as a device tensor. The words are read
 /// as little-endian (a no-op on wasm32 and x86-64); on the CPU device the vector becomes the
 /// tensor's storage without a copy.
@@ -412,6 +430,34 @@ impl QLinear {
             at += l.layout.rows;
             part
         })
+    }
+
+    /// `act(gate(x)) · up(x)` in one launch ([`QuantGatedOps::quant_matmul_gated`]), when both
+    /// layers are one part each of one shape and without a bias; `None` otherwise.
+    #[cfg(feature = "wgpu")]
+    pub fn forward_gated(
+        gate: &QLinear,
+        up: &QLinear,
+        x: Tensor<2>,
+        gelu: bool,
+    ) -> Option<Tensor<2>> {
+        let fits = |l: &QLinear| {
+            l.parts.len() == 1
+                && l.bias.is_none()
+                && (l.layout.rows, l.layout.cols) == (gate.layout.rows, gate.layout.cols)
+        };
+        if !(fits(gate) && fits(up)) {
+            return None;
+        }
+        Some(Tensor::<2>::from_dispatch(
+            <Dispatch as QuantGatedOps>::quant_matmul_gated(
+                x.into_dispatch(),
+                gate.parts[0].clone().into_dispatch(),
+                up.parts[0].clone().into_dispatch(),
+                [gate.layout, up.layout],
+                gelu,
+            ),
+        ))
     }
 
     /// Rows `ids` of the weight, dequantised (for an embedding table). Ids past the last row
