@@ -139,12 +139,12 @@ fn rms_norm_pair_kernel(
     }
 }
 
-/// One cube per row: `sum = x + h / sqrt(ms(h) + eps) · h_weight`, then
-/// `sum / sqrt(ms(sum) + eps) · w`, with the arithmetic of [`rms_norm_kernel`] and then
-/// [`add_rms_norm_kernel`].
+/// One cube per row: `sum = x + h`, and `sum / sqrt(ms(sum) + eps) · w`; when `norm_h`, `h` is
+/// first normed (`h / sqrt(ms(h) + eps) · h_weight`, with the arithmetic of
+/// [`rms_norm_kernel`]; otherwise `h_weight` is not read).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-fn norm_add_rms_norm_kernel(
+fn add_rms_norm_kernel(
     x: &[f32],
     h: &[f32],
     h_weight: &[f32],
@@ -154,19 +154,26 @@ fn norm_add_rms_norm_kernel(
     rows: u32,
     dim: u32,
     eps: f32,
+    #[comptime] norm_h: bool,
 ) {
     let row = CUBE_POS_X + CUBE_POS_Y * CUBE_COUNT_X;
     let base = row * dim;
     let live = row < rows;
     let steps = (dim + THREADS - 1 - UNIT_POS) / THREADS;
-    let inv_h = inverse_rms(h, base, dim, eps, live);
+    let mut inv_h = 1.0f32;
+    if comptime!(norm_h) {
+        inv_h = inverse_rms(h, base, dim, eps, live);
+    }
     let mut squares = 0.0f32;
     if live {
         for step in 0..steps {
             let i = UNIT_POS + step * THREADS;
             let at = (base + i) as usize;
-            let normed = h[at] * inv_h * h_weight[i as usize];
-            let v = x[at] + normed;
+            let v = if comptime!(norm_h) {
+                x[at] + h[at] * inv_h * h_weight[i as usize]
+            } else {
+                x[at] + h[at]
+            };
             sum_out[at] = v;
             squares += v * v;
         }
@@ -201,41 +208,6 @@ fn rms_norm_kernel(x: &[f32], weight: &[f32], out: &mut [f32], rows: u32, dim: u
         for step in 0..steps {
             let i = UNIT_POS + step * THREADS;
             out[(base + i) as usize] = x[(base + i) as usize] * inv * weight[i as usize];
-        }
-    }
-}
-
-/// One cube per row: `sum = x + h`, and `sum / sqrt(ms + eps) · w`.
-#[cube(launch)]
-fn add_rms_norm_kernel(
-    x: &[f32],
-    h: &[f32],
-    weight: &[f32],
-    sum_out: &mut [f32],
-    out: &mut [f32],
-    rows: u32,
-    dim: u32,
-    eps: f32,
-) {
-    let row = CUBE_POS_X + CUBE_POS_Y * CUBE_COUNT_X;
-    let base = row * dim;
-    let steps = (dim + THREADS - 1 - UNIT_POS) / THREADS;
-    let mut squares = 0.0f32;
-    if row < rows {
-        for step in 0..steps {
-            let i = (base + UNIT_POS + step * THREADS) as usize;
-            let v = x[i] + h[i];
-            sum_out[i] = v;
-            squares += v * v;
-        }
-    }
-    let total = cube_reduce(squares, false);
-    if row < rows {
-        let inv = 1.0f32 / (total / f32::cast_from(dim) + eps).sqrt();
-        for step in 0..steps {
-            let i = UNIT_POS + step * THREADS;
-            let at = (base + i) as usize;
-            out[at] = (x[at] + h[at]) * inv * weight[i as usize];
         }
     }
 }
@@ -440,6 +412,46 @@ pub(super) fn len(t: &CubeTensor) -> usize {
     t.meta.shape().num_elements()
 }
 
+/// `x + h` (`h` normed by `h_weight` first when given) and the sum's RMSNorm times `weight`:
+/// [`add_rms_norm_kernel`].
+fn add_rms_norm(
+    x: CubeTensor,
+    h: CubeTensor,
+    h_weight: Option<CubeTensor>,
+    weight: CubeTensor,
+    eps: f32,
+) -> (CubeTensor, CubeTensor) {
+    let [x, h, weight] = [x, h, weight].map(into_contiguous);
+    let norm_h = h_weight.is_some();
+    // Without an output norm the kernel does not read `h_weight`: `weight` stands in.
+    let h_weight = h_weight.map_or_else(|| weight.clone(), into_contiguous);
+    let shape = x.meta.shape().clone();
+    let dim = shape[shape.len() - 1];
+    let rows = len(&x) / dim.max(1);
+    let sum = empty_like(&x, shape.clone());
+    let out = empty_like(&x, shape);
+    // SAFETY: every buffer is bound with its tensor's length; the kernel reads and writes rows
+    // `0..rows` of `dim` values (`h` and `sum` have `x`'s shape) and `dim` weights.
+    unsafe {
+        add_rms_norm_kernel::launch(
+            &x.client,
+            grid_of(rows as u32),
+            CubeDim::new_1d(THREADS),
+            BufferArg::from_raw_parts(x.handle.clone(), len(&x)),
+            BufferArg::from_raw_parts(h.handle.clone(), len(&h)),
+            BufferArg::from_raw_parts(h_weight.handle.clone(), len(&h_weight)),
+            BufferArg::from_raw_parts(weight.handle.clone(), len(&weight)),
+            BufferArg::from_raw_parts(sum.handle.clone(), len(&sum)),
+            BufferArg::from_raw_parts(out.handle.clone(), len(&out)),
+            rows as u32,
+            dim as u32,
+            eps,
+            norm_h,
+        );
+    }
+    (sum, out)
+}
+
 impl FusedOps for Cube {
     fn fused_rms_norm(
         x: FloatTensor<Self>,
@@ -476,31 +488,7 @@ impl FusedOps for Cube {
         weight: FloatTensor<Self>,
         eps: f32,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let x = into_contiguous(x);
-        let h = into_contiguous(h);
-        let weight = into_contiguous(weight);
-        let shape = x.meta.shape().clone();
-        let dim = shape[shape.len() - 1];
-        let rows = len(&x) / dim.max(1);
-        let sum = empty_like(&x, shape.clone());
-        let out = empty_like(&x, shape);
-        // SAFETY: as for `fused_rms_norm`; `h` and `sum` have `x`'s shape.
-        unsafe {
-            add_rms_norm_kernel::launch(
-                &x.client,
-                grid_of(rows as u32),
-                CubeDim::new_1d(THREADS),
-                BufferArg::from_raw_parts(x.handle.clone(), len(&x)),
-                BufferArg::from_raw_parts(h.handle.clone(), len(&h)),
-                BufferArg::from_raw_parts(weight.handle.clone(), len(&weight)),
-                BufferArg::from_raw_parts(sum.handle.clone(), len(&sum)),
-                BufferArg::from_raw_parts(out.handle.clone(), len(&out)),
-                rows as u32,
-                dim as u32,
-                eps,
-            );
-        }
-        (sum, out)
+        add_rms_norm(x, h, None, weight, eps)
     }
 
     fn fused_rms_norm_pair(
@@ -545,30 +533,7 @@ impl FusedOps for Cube {
         weight: FloatTensor<Self>,
         eps: f32,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let [x, h, h_weight, weight] = [x, h, h_weight, weight].map(into_contiguous);
-        let shape = x.meta.shape().clone();
-        let dim = shape[shape.len() - 1];
-        let rows = len(&x) / dim.max(1);
-        let sum = empty_like(&x, shape.clone());
-        let out = empty_like(&x, shape);
-        // SAFETY: as for `fused_rms_norm`; `h` and `sum` have `x`'s shape.
-        unsafe {
-            norm_add_rms_norm_kernel::launch(
-                &x.client,
-                grid_of(rows as u32),
-                CubeDim::new_1d(THREADS),
-                BufferArg::from_raw_parts(x.handle.clone(), len(&x)),
-                BufferArg::from_raw_parts(h.handle.clone(), len(&h)),
-                BufferArg::from_raw_parts(h_weight.handle.clone(), len(&h_weight)),
-                BufferArg::from_raw_parts(weight.handle.clone(), len(&weight)),
-                BufferArg::from_raw_parts(sum.handle.clone(), len(&sum)),
-                BufferArg::from_raw_parts(out.handle.clone(), len(&out)),
-                rows as u32,
-                dim as u32,
-                eps,
-            );
-        }
-        (sum, out)
+        add_rms_norm(x, h, Some(h_weight), weight, eps)
     }
 
     fn fused_rope(

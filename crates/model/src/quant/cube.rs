@@ -519,6 +519,24 @@ fn row_bytes(layout: QuantLayout) -> u32 {
     layout.format.row_bytes(layout.cols).unwrap_or(0) as u32
 }
 
+/// The products' grid: one cube per row, over x then y (a grid dimension holds at most
+/// 65,535 cubes).
+fn row_grid(rows: usize) -> (u32, u32) {
+    let across = (rows as u32).clamp(1, MAX_CUBES);
+    (across, (rows as u32).div_ceil(across))
+}
+
+/// The tile of tokens a cube multiplies ([`TOKEN_TILE`] for a prefill, 1 for a decoding
+/// step) and the tiles `tokens` make.
+fn token_tiles(tokens: usize) -> (u32, usize) {
+    let tile = if tokens >= TOKEN_TILE as usize {
+        TOKEN_TILE
+    } else {
+        1
+    };
+    (tile, tokens.div_ceil(tile as usize))
+}
+
 /// `x · [A; B; C]ᵀ (+ biases)` for up to three matrices of one width, each of its own format
 /// (`layouts`; a matrix with no rows is not read): `[tokens, Σ rows]`.
 fn matmul_stacked(
@@ -541,16 +559,10 @@ fn matmul_stacked(
         Shape::new([tokens, total]),
         DType::F32,
     );
-    let across = (total as u32).clamp(1, MAX_CUBES);
-    let down = (total as u32).div_ceil(across);
+    let (across, down) = row_grid(total);
     let x_len = tokens * cols;
     let out_len = tokens * total;
-    let tile = if tokens >= TOKEN_TILE as usize {
-        TOKEN_TILE
-    } else {
-        1
-    };
-    let tiles = tokens.div_ceil(tile as usize);
+    let (tile, tiles) = token_tiles(tokens);
     let formats = layouts.map(|l| l.format);
     let biased = [0, 1, 2].map(|i| biases[i].is_some() && layouts[i].rows > 0);
     // An absent bias is bound to `x` (any buffer does: the kernel never reads it).
@@ -618,14 +630,8 @@ impl QuantGatedOps for Cube {
             Shape::new([tokens, rows]),
             DType::F32,
         );
-        let across = (rows as u32).clamp(1, MAX_CUBES);
-        let down = (rows as u32).div_ceil(across);
-        let tile = if tokens >= TOKEN_TILE as usize {
-            TOKEN_TILE
-        } else {
-            1
-        };
-        let tiles = tokens.div_ceil(tile as usize);
+        let (across, down) = row_grid(rows);
+        let (tile, tiles) = token_tiles(tokens);
         let mut first = 0;
         while first < tiles {
             let count = (tiles - first).min(MAX_CUBES as usize);
