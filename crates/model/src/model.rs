@@ -29,16 +29,16 @@ pub struct Block {
 /// The residual stream between blocks: `x` and the last block's output `h` (to be normed by
 /// `h_norm` first, gemma3's output norms), whose sum is formed by the next norm: one pass for
 /// the output norm, the add and the next norm (one launch on a GPU).
-struct Residual {
+struct Residual<'a> {
     x: Tensor<2>,
-    h: Option<(Tensor<2>, Option<RmsNorm>)>,
+    h: Option<(Tensor<2>, Option<&'a RmsNorm>)>,
 }
 
-impl Residual {
+impl<'a> Residual<'a> {
     /// `x + h` (`h` normed first by its norm) and the sum's norm by `norm`.
     fn add_norm(self, norm: &RmsNorm) -> (Tensor<2>, Tensor<2>) {
         match self.h {
-            Some((h, Some(h_norm))) => norm.norm_add_forward(self.x, h, &h_norm),
+            Some((h, Some(h_norm))) => norm.norm_add_forward(self.x, h, h_norm),
             Some((h, None)) => norm.add_forward(self.x, h),
             None => {
                 let normed = norm.forward(self.x.clone());
@@ -48,7 +48,7 @@ impl Residual {
     }
 
     /// The last `n` of `tokens` rows.
-    fn last_rows(self, n: usize) -> Residual {
+    fn last_rows(self, n: usize) -> Residual<'a> {
         let tokens = self.x.dims()[0];
         Residual {
             x: self.x.narrow(0, tokens - n, n),
@@ -60,22 +60,22 @@ impl Residual {
 impl Block {
     fn forward(
         &self,
-        residual: Residual,
+        residual: Residual<'_>,
         start: usize,
         rope: &Rope,
         cache: &mut KvCache,
-    ) -> Residual {
+    ) -> Residual<'_> {
         let (x, normed) = residual.add_norm(&self.attn_norm);
         let h = self.attn.forward(normed, start, rope, cache);
         let (x, normed) = Residual {
             x,
-            h: Some((h, self.attn_post_norm.clone())),
+            h: Some((h, self.attn_post_norm.as_ref())),
         }
         .add_norm(&self.ffn_norm);
         let h = self.mlp.forward(normed);
         Residual {
             x,
-            h: Some((h, self.ffn_post_norm.clone())),
+            h: Some((h, self.ffn_post_norm.as_ref())),
         }
     }
 }

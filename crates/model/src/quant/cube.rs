@@ -537,6 +537,14 @@ fn token_tiles(tokens: usize) -> (u32, usize) {
     (tile, tokens.div_ceil(tile as usize))
 }
 
+/// The launches `tiles` tiles of tokens take: the first tile of each and its count, at most
+/// [`MAX_CUBES`] (the grid's z dimension).
+fn tile_batches(tiles: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..tiles)
+        .step_by(MAX_CUBES as usize)
+        .map(move |first| (first, (tiles - first).min(MAX_CUBES as usize)))
+}
+
 /// `x · [A; B; C]ᵀ (+ biases)` for up to three matrices of one width, each of its own format
 /// (`layouts`; a matrix with no rows is not read): `[tokens, Σ rows]`.
 fn matmul_stacked(
@@ -572,9 +580,7 @@ fn matmul_stacked(
         },
         _ => unsafe { BufferArg::from_raw_parts(x.handle.clone(), x_len) },
     };
-    let mut first = 0;
-    while first < tiles {
-        let count = (tiles - first).min(MAX_CUBES as usize);
+    for (first, count) in tile_batches(tiles) {
         // SAFETY: each buffer is bound with the length of the tensor it comes from, and the
         // kernel indexes below those lengths (rows × row_bytes ≤ words × 4 is checked when
         // each layer is built; tokens × cols = x's length; a bias has its matrix's rows, and
@@ -606,7 +612,6 @@ fn matmul_stacked(
                 biased,
             );
         }
-        first += count;
     }
     out
 }
@@ -632,9 +637,7 @@ impl QuantGatedOps for Cube {
         );
         let (across, down) = row_grid(rows);
         let (tile, tiles) = token_tiles(tokens);
-        let mut first = 0;
-        while first < tiles {
-            let count = (tiles - first).min(MAX_CUBES as usize);
+        for (first, count) in tile_batches(tiles) {
             // SAFETY: as in `matmul_stacked`: each buffer is bound with its tensor's length;
             // both matrices have `rows` rows of `cols` values (checked by `forward_gated` and
             // when each layer was built), x has `tokens × cols` values.
@@ -658,7 +661,6 @@ impl QuantGatedOps for Cube {
                     gelu,
                 );
             }
-            first += count;
         }
         out
     }
