@@ -42,6 +42,21 @@ export function personRequest(extra = {}) {
   };
 }
 
+/** A paragraph of filler text (about 60 tokens) that a long prompt repeats. */
+const FILLER = "Il comune ha approvato il nuovo piano per le piste ciclabili, che collegheranno " +
+  "la stazione al centro storico entro la fine dell'anno; i lavori inizieranno a marzo e " +
+  "costeranno circa due milioni di euro, secondo l'assessore ai trasporti. ";
+
+/**
+ * The person extraction with `pad` copies of the filler before the user's message (none when
+ * `pad` is 0), and the context it needs: 4,096 for a padded prompt, 512 otherwise.
+ */
+export function paddedPersonRequest(pad, extra = {}) {
+  const messages = PERSON_MESSAGES.map((m) =>
+    m.role === "user" && pad > 0 ? { ...m, content: FILLER.repeat(pad) + m.content } : m);
+  return { request: personRequest({ messages, ...extra }), contextSize: pad > 0 ? 4096 : 512 };
+}
+
 /** Serves the package (pkg/src over the wasm build), the models and the blank test page. */
 export function servePackage(extraRoutes = {}) {
   return serve({

@@ -18,17 +18,11 @@
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { launchChromium } from "../../tests/browser/chromium.mjs";
-import { PERSON_MESSAGES, models, modelNames as names, personRequest, servePackage } from "./common.mjs";
+import { models, modelNames as names, paddedPersonRequest, servePackage } from "./common.mjs";
 
 const device = process.env.STAMPO_DEVICE ?? "cpu";
 const pad = Number(process.env.STAMPO_PAD ?? 0);
-const FILLER = "Il comune ha approvato il nuovo piano per le piste ciclabili, che collegheranno " +
-  "la stazione al centro storico entro la fine dell'anno; i lavori inizieranno a marzo e " +
-  "costeranno circa due milioni di euro, secondo l'assessore ai trasporti. ";
-const PERSON = personRequest(pad > 0 ? {
-  messages: PERSON_MESSAGES.map((m) => m.role === "user" ? { ...m, content: FILLER.repeat(pad) + m.content } : m),
-} : {});
-const contextSize = pad > 0 ? 4096 : 512;
+const { request: PERSON, contextSize } = paddedPersonRequest(pad);
 const threads = process.env.STAMPO_THREADS ? Number(process.env.STAMPO_THREADS) : undefined;
 if (process.env.STAMPO_FREE === "1") delete PERSON.response_format;
 

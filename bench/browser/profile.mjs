@@ -3,9 +3,11 @@
 // only the page; Chromium's trace, category `disabled-by-default-v8.cpu_profiler`, samples
 // every thread). Loads one model, runs a short warm-up request, then traces the person
 // extraction (`STAMPO_FREE=1`: without its schema) and prints, per thread, the functions that
-// took the most samples (self time). Not a test.
+// took the most samples (self time). Not a test. STAMPO_PAD=N puts N paragraphs of filler
+// before the message (as `decode.mjs` does) and runs the request once before the trace, so
+// that the traced run reuses the long prompt from the cache: decoding over a long context.
 //
-//   [STAMPO_THREADS=N] [STAMPO_FREE=1] [STAMPO_TOP=20] node bench/browser/profile.mjs MODEL.gguf [TRACE.json]
+//   [STAMPO_THREADS=N] [STAMPO_FREE=1] [STAMPO_PAD=N] [STAMPO_TOP=20] node bench/browser/profile.mjs MODEL.gguf [TRACE.json]
 //
 // Function names: `wasm-opt` drops them, so profile a build that keeps them, e.g. the
 // threaded runtime's cargo output through wasm-bindgen alone:
@@ -17,7 +19,7 @@
 import { existsSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { launchChromium } from "../../tests/browser/chromium.mjs";
-import { models, personRequest, servePackage } from "./common.mjs";
+import { models, paddedPersonRequest, servePackage } from "./common.mjs";
 
 const [name, tracePath] = process.argv.slice(2);
 if (!name) {
@@ -30,7 +32,8 @@ if (!existsSync(join(models, name))) {
 }
 const threads = process.env.STAMPO_THREADS ? Number(process.env.STAMPO_THREADS) : undefined;
 const top = Number(process.env.STAMPO_TOP ?? 20);
-const request = personRequest({ max_tokens: 128 });
+const pad = Number(process.env.STAMPO_PAD ?? 0);
+const { request, contextSize } = paddedPersonRequest(pad, { max_tokens: 128 });
 if (process.env.STAMPO_FREE === "1") delete request.response_format;
 
 const server = await servePackage();
@@ -38,12 +41,17 @@ const browser = await launchChromium();
 try {
   const page = await browser.context.newPage();
   await page.goto(`${server.origin}/blank.html`);
-  const info = await page.evaluate(async ({ url, threads }) => {
+  const info = await page.evaluate(async ({ url, threads, contextSize, warmUp }) => {
     const { Stampo } = await import("/pkg/index.js");
-    window.engine = await Stampo.load({ model: url, contextSize: 512, device: "cpu", threads });
-    await window.engine.chat.completions.create({ messages: [{ role: "user", content: "hi" }], max_tokens: 16, temperature: 0 });
+    window.engine = await Stampo.load({ model: url, contextSize, device: "cpu", threads });
+    await window.engine.chat.completions.create(warmUp);
     return window.engine.info;
-  }, { url: `/models/${name}`, threads });
+  }, {
+    url: `/models/${name}`,
+    threads,
+    contextSize,
+    warmUp: pad > 0 ? request : { messages: [{ role: "user", content: "hi" }], max_tokens: 16, temperature: 0 },
+  });
 
   const cdp = await browser.context.newCDPSession(page);
   const events = [];

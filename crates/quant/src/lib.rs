@@ -11,11 +11,15 @@
 //! - [`octet`]: for prefills, weight rows packed eight at a time so that one instruction
 //!   multiplies eight rows (Q5_0, Q4_1, Q4_K and Q6_K on x86-64), bit for bit the row kernels' results;
 //! - [`matmul`] and [`pool`]: rows spread over worker threads that park between jobs;
+//! - [`attention`]: the CPU loops of attention that the browser build vectorises: the scores
+//!   and the probabilities' mix over an `f16` KV cache read in place (x86-64 has its own in
+//!   `stampo-model`), rounding to `f16`, the softmax's exponentials;
 //! - [`sample`]: random matrices in every format, the test data every kernel is checked on.
 //!
 //! `stampo-model` wraps this as a burn backend extension on its CPU device.
 
 pub mod act;
+pub mod attention;
 pub mod dot;
 pub mod format;
 pub mod matmul;

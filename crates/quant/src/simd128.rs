@@ -607,3 +607,275 @@ pub(crate) fn dot_f32(w: &[f32], x: &[f32]) -> f32 {
     }
     total
 }
+
+/// Four `f16`s held in the high 16 bits of `u32` lanes, widened to `f32`: an arithmetic
+/// shift puts the sign in place and the magnitude's bits at an `f32`'s, scaling by 2^112
+/// makes the exponent right (exact for normal and subnormal halves alike), and what comes
+/// out at 2^16 or more (from the halves' infinities and NaNs) gets the `f32` exponent.
+#[inline(always)]
+fn halves_to_f32(high: v128) -> v128 {
+    let placed = v128_and(i32x4_shr(high, 3), u32x4_splat(0x8FFF_E000));
+    let scaled = f32x4_mul(placed, f32x4_splat(f32::from_bits(0x7780_0000)));
+    let special = f32x4_ge(f32x4_abs(scaled), f32x4_splat(65_536.0));
+    v128_or(scaled, v128_and(special, u32x4_splat(0x7F80_0000)))
+}
+
+/// Sixteen `f16`s from `p`, widened: values 0–3, 4–7, 8–11, 12–15.
+///
+/// # Safety
+/// `p` must point to 16 readable `f16`s.
+#[inline(always)]
+unsafe fn load_halves16(p: *const half::f16) -> [v128; 4] {
+    // SAFETY: the caller guarantees 16 values (32 bytes); v128 loads need no alignment.
+    let (a, b) = unsafe { (v128_load(p.cast()), v128_load(p.add(8).cast())) };
+    let zero = u32x4_splat(0);
+    // Each half into the high 16 bits of its own 32-bit lane.
+    let low = |v| i8x16_shuffle::<16, 17, 0, 1, 16, 17, 2, 3, 16, 17, 4, 5, 16, 17, 6, 7>(v, zero);
+    let high =
+        |v| i8x16_shuffle::<16, 17, 8, 9, 16, 17, 10, 11, 16, 17, 12, 13, 16, 17, 14, 15>(v, zero);
+    [
+        halves_to_f32(low(a)),
+        halves_to_f32(high(a)),
+        halves_to_f32(low(b)),
+        halves_to_f32(high(b)),
+    ]
+}
+
+/// [`crate::attention::round_to_f16`]: four values at a time as `round_f16` of the wgpu
+/// kernels rounds one (ties to even, from the bits), the rest one by one.
+pub(crate) fn round_to_f16(values: &mut [f32]) {
+    let mut chunks = values.chunks_exact_mut(4);
+    for chunk in &mut chunks {
+        let at = chunk.as_mut_ptr().cast::<v128>();
+        // SAFETY: the chunk holds four values; loads and stores need no alignment.
+        unsafe { v128_store(at, round4_to_f16(v128_load(at))) };
+    }
+    for x in chunks.into_remainder() {
+        *x = half::f16::from_f32(*x).to_f32();
+    }
+}
+
+/// Four `f32`s rounded to the nearest `f16` (ties to even) and widened back.
+#[inline(always)]
+fn round4_to_f16(x: v128) -> v128 {
+    let sign = v128_and(x, u32x4_splat(0x8000_0000));
+    let magnitude = v128_and(x, u32x4_splat(0x7FFF_FFFF));
+    // A normal half: keep 10 of the 23 fraction bits, rounding ties to even.
+    let odd = v128_and(u32x4_shr(magnitude, 13), u32x4_splat(1));
+    let normal = v128_and(
+        i32x4_add(i32x4_add(magnitude, u32x4_splat(0x0FFF)), odd),
+        u32x4_splat(0xFFFF_E000),
+    );
+    // Below 2^-14: the multiples of 2^-24, the nearest (ties to even) by `nearest`.
+    let units = f32x4_nearest(f32x4_mul(magnitude, f32x4_splat(16_777_216.0)));
+    let subnormal = f32x4_mul(units, f32x4_splat(5.960_464_5e-8));
+    let rounded = v128_bitselect(
+        normal,
+        subnormal,
+        u32x4_ge(magnitude, u32x4_splat(0x3880_0000)),
+    );
+    // 65,520 and above round past the largest half (infinity); infinities and NaNs stay.
+    let over = u32x4_ge(magnitude, u32x4_splat(0x477F_F000));
+    let rounded = v128_bitselect(u32x4_splat(0x7F80_0000), rounded, over);
+    let special = u32x4_ge(magnitude, u32x4_splat(0x7F80_0000));
+    v128_or(sign, v128_bitselect(magnitude, rounded, special))
+}
+
+/// [`crate::attention::scores_block`].
+pub(crate) fn f16_scores_block(
+    q: &[f32],
+    rows: usize,
+    keys: &[half::f16],
+    dim: usize,
+    n: usize,
+    tiles: core::ops::Range<usize>,
+    out: &mut [f32],
+) {
+    match rows {
+        0 => {}
+        1 => f16_scores_rows::<1>(q, keys, dim, n, tiles, out),
+        2 => f16_scores_rows::<2>(q, keys, dim, n, tiles, out),
+        3 => f16_scores_rows::<3>(q, keys, dim, n, tiles, out),
+        _ => f16_scores_rows::<4>(q, keys, dim, n, tiles, out),
+    }
+}
+
+/// `R` rows of [`f16_scores_block`]: sixteen keys (a tile) at a time, four to a vector.
+fn f16_scores_rows<const R: usize>(
+    q: &[f32],
+    keys: &[half::f16],
+    dim: usize,
+    n: usize,
+    tiles: core::ops::Range<usize>,
+    out: &mut [f32],
+) {
+    use crate::attention::TILE;
+    let q = &q[..R * dim];
+    for tile in tiles {
+        let tile_keys = &keys[tile * dim * TILE..(tile + 1) * dim * TILE];
+        let mut acc = [[f32x4_splat(0.0); 4]; R];
+        for d in 0..dim {
+            // SAFETY: `tile_keys` holds `dim · 16` values, so 16 from `d · 16`.
+            let k = unsafe { load_halves16(tile_keys.as_ptr().add(d * TILE)) };
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let x = f32x4_splat(q[r * dim + d]);
+                for (acc, k) in acc.iter_mut().zip(k) {
+                    *acc = f32x4_add(*acc, f32x4_mul(x, k));
+                }
+            }
+        }
+        let first = tile * TILE;
+        let valid = (n - first.min(n)).min(TILE);
+        for (r, acc) in acc.iter().enumerate() {
+            let mut lanes = [0.0f32; TILE];
+            for (i, v) in acc.iter().enumerate() {
+                // SAFETY: `lanes` holds 16 values, so 4 from `4i`; stores need no alignment.
+                unsafe { v128_store(lanes.as_mut_ptr().add(4 * i).cast(), *v) };
+            }
+            let at = r * n + first;
+            out[at..at + valid].copy_from_slice(&lanes[..valid]);
+        }
+    }
+}
+
+/// [`crate::attention::mix_block`].
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn f16_mix_block(
+    p: &[f32],
+    rows: usize,
+    values: &[half::f16],
+    dim: usize,
+    n: usize,
+    keys: core::ops::Range<usize>,
+    add: bool,
+    out: &mut [f32],
+) {
+    match rows {
+        0 => {}
+        1 => f16_mix_rows::<1>(p, values, dim, n, keys, add, out),
+        2 => f16_mix_rows::<2>(p, values, dim, n, keys, add, out),
+        3 => f16_mix_rows::<3>(p, values, dim, n, keys, add, out),
+        _ => f16_mix_rows::<4>(p, values, dim, n, keys, add, out),
+    }
+}
+
+/// `R` rows of [`f16_mix_block`], sixteen output values at a time.
+fn f16_mix_rows<const R: usize>(
+    p: &[f32],
+    values: &[half::f16],
+    dim: usize,
+    n: usize,
+    keys: core::ops::Range<usize>,
+    add: bool,
+    out: &mut [f32],
+) {
+    use crate::attention::TILE;
+    let p = &p[..R * n];
+    let values = &values[..n * dim];
+    let keys = keys.start..keys.end.min(n);
+    for d0 in (0..dim).step_by(TILE) {
+        let mut acc = [[f32x4_splat(0.0); 4]; R];
+        for k in keys.clone() {
+            let at = k * dim + d0;
+            assert!(at + TILE <= values.len(), "a value row past the cache");
+            // SAFETY: checked just before: 16 values from `at`.
+            let v = unsafe { load_halves16(values.as_ptr().add(at)) };
+            for (r, acc) in acc.iter_mut().enumerate() {
+                let x = f32x4_splat(p[r * n + k]);
+                for (acc, v) in acc.iter_mut().zip(v) {
+                    *acc = f32x4_add(*acc, f32x4_mul(x, v));
+                }
+            }
+        }
+        for (r, acc) in acc.iter().enumerate() {
+            let o = &mut out[r * dim + d0..r * dim + d0 + TILE];
+            for (i, v) in acc.iter().enumerate() {
+                let at = o[4 * i..4 * i + 4].as_mut_ptr();
+                // SAFETY: `o` holds 16 values, so 4 from `4i`; loads and stores need no
+                // alignment.
+                unsafe {
+                    let sum = if add {
+                        f32x4_add(v128_load(at.cast()), *v)
+                    } else {
+                        *v
+                    };
+                    v128_store(at.cast(), sum);
+                }
+            }
+        }
+    }
+}
+
+/// [`crate::attention::exponentials`]: four values at a time where all four are no greater
+/// than zero (a softmax's are; others, and the rest, one by one through `f32::exp`).
+pub(crate) fn exponentials(row: &mut [f32], max: f32) {
+    let max4 = f32x4_splat(max);
+    let mut chunks = row.chunks_exact_mut(4);
+    for chunk in &mut chunks {
+        let at = chunk.as_mut_ptr().cast::<v128>();
+        // SAFETY: the chunk holds four values; loads and stores need no alignment.
+        let x = f32x4_sub(unsafe { v128_load(at) }, max4);
+        // `x ≤ 0` is false for NaNs too.
+        if i32x4_all_true(f32x4_le(x, f32x4_splat(0.0))) {
+            // SAFETY: as above.
+            unsafe { v128_store(at, expf4_nonpositive(x)) };
+        } else {
+            for v in chunk.iter_mut() {
+                *v = (*v - max).exp();
+            }
+        }
+    }
+    for v in chunks.into_remainder() {
+        *v = (*v - max).exp();
+    }
+}
+
+/// `expf` of four values no greater than zero, with the operations of the `libm` crate's
+/// `expf` (FreeBSD's `e_expf.c`), which is `f32::exp` in wasm: its reduction by `k · ln 2`
+/// (`k` from `x / ln 2 − 0.5` truncated, −1 or 0 by the size of `x`), its rational
+/// approximation, and its `scalbnf` (by 2^-102 first where `k` is below −126); +0 below
+/// −103.97, `1 + x` for the tiniest.
+#[inline(always)]
+fn expf4_nonpositive(x: v128) -> v128 {
+    const LN2_HI: f32 = 6.931_457_5e-1;
+    const LN2_LO: f32 = 1.428_606_8e-6;
+    const INV_LN2: f32 = 1.442_695_1;
+    const P1: f32 = 1.666_662_5e-1;
+    const P2: f32 = -2.766_733_3e-3;
+    let hx = v128_and(x, u32x4_splat(0x7FFF_FFFF));
+    let large = u32x4_gt(hx, u32x4_splat(0x3F85_1592));
+    let medium = u32x4_gt(hx, u32x4_splat(0x3EB1_7218));
+    let k_large = i32x4_trunc_sat_f32x4(f32x4_add(
+        f32x4_mul(f32x4_splat(INV_LN2), x),
+        f32x4_splat(-0.5),
+    ));
+    let k = v128_bitselect(k_large, v128_and(medium, i32x4_splat(-1)), large);
+    let kf = f32x4_convert_i32x4(k);
+    let hi = f32x4_sub(x, f32x4_mul(kf, f32x4_splat(LN2_HI)));
+    let lo = f32x4_mul(kf, f32x4_splat(LN2_LO));
+    let r = f32x4_sub(hi, lo);
+    let rr = f32x4_mul(r, r);
+    let c = f32x4_sub(
+        r,
+        f32x4_mul(
+            rr,
+            f32x4_add(f32x4_splat(P1), f32x4_mul(rr, f32x4_splat(P2))),
+        ),
+    );
+    let q = f32x4_div(f32x4_mul(r, c), f32x4_sub(f32x4_splat(2.0), c));
+    let y = f32x4_add(f32x4_splat(1.0), f32x4_add(f32x4_sub(q, lo), hi));
+    // scalbnf(y, k): below 2^-126 first by 2^-102, then the rest.
+    let deep = i32x4_lt(k, i32x4_splat(-126));
+    let y = v128_bitselect(
+        f32x4_mul(y, f32x4_splat(f32::from_bits(0x0C80_0000))),
+        y,
+        deep,
+    );
+    let n = v128_bitselect(i32x4_add(k, i32x4_splat(102)), k, deep);
+    let scaled = f32x4_mul(y, i32x4_shl(i32x4_add(n, i32x4_splat(127)), 23));
+    // The tiniest arguments, and those where `expf` gives +0.
+    let tiny = u32x4_le(hx, u32x4_splat(0x3900_0000));
+    let result = v128_bitselect(f32x4_add(f32x4_splat(1.0), x), scaled, tiny);
+    let under = u32x4_ge(hx, u32x4_splat(0x42CF_F1B5));
+    v128_andnot(result, under)
+}

@@ -9,9 +9,14 @@
 //! The same tests run as wasm32 in Node (`scripts/test-wasm-kernels.sh`), where the kernels
 //! under test are the `simd128` ones.
 
+use half::f16;
 use stampo_gguf::{GgmlType, dequantize_to_vec};
 use stampo_quant::QuantFormat;
 use stampo_quant::act::QuantizedActs;
+use stampo_quant::attention::{
+    MAX_ROWS, TILE as F16_TILE, exponentials, mix_block, mix_block_portable, round_to_f16,
+    round_to_f16_portable, scores_block, scores_block_portable,
+};
 use stampo_quant::dot::{
     IntRows, TOKENS, dot_f32, dot_f32_portable, dot_int, dot_int_portable, dot_q4_1_portable,
     dot_q4_k_portable, dot_q5_0_portable, dot_q6_k_portable, dot_q8_0_portable, dot_raw, raw_dot,
@@ -463,4 +468,144 @@ fn block_integer_kernels_equal_the_portable_loops_bit_for_bit() {
             );
         }
     }
+}
+
+/// Every `f16` bit pattern read as a key by [`scores_block`] (one dimension, the query 1) is
+/// its value (added to the chain's zero, so −0 comes out +0): the `simd128` widening of
+/// halves, checked on all 65,536 of them (natively the portable loop, which converts with
+/// `half`).
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn every_half_is_read_as_its_value() {
+    let keys: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
+    let n = keys.len();
+    let mut out = vec![0.0f32; n];
+    scores_block(&[1.0], 1, &keys, 1, n, 0..n / F16_TILE, &mut out);
+    for (h, got) in keys.iter().zip(&out) {
+        let want = 0.0 + h.to_f32();
+        if want.is_nan() {
+            assert!(got.is_nan(), "{:#06x}: {got}", h.to_bits());
+        } else {
+            assert_eq!(got.to_bits(), want.to_bits(), "{:#06x}", h.to_bits());
+        }
+    }
+}
+
+/// Random `f16` values in −2…2 (those of a cache), `count` of them.
+fn random_halves(count: usize, rng: &mut Rng) -> Vec<f16> {
+    (0..count)
+        .map(|_| f16::from_f32(rng.float() * 2.0))
+        .collect()
+}
+
+/// The attention loops over an `f16` cache give the portable loops' results bit for bit:
+/// one to four query rows, keys ending inside a tile, chains written and then added.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn f16_cache_loops_equal_the_portable_ones() {
+    let mut rng = Rng(0xf16);
+    for dim in [16, 64, 128] {
+        for n in [1usize, 16, 37, 100] {
+            let tiles = n.div_ceil(F16_TILE);
+            let keys = random_halves(tiles * F16_TILE * dim, &mut rng);
+            let values = random_halves(n * dim, &mut rng);
+            for rows in 1..=MAX_ROWS {
+                let q: Vec<f32> = (0..rows * dim).map(|_| rng.float()).collect();
+                let (mut got, mut want) = (vec![0.0f32; rows * n], vec![0.0f32; rows * n]);
+                scores_block(&q, rows, &keys, dim, n, 0..tiles, &mut got);
+                scores_block_portable(&q, rows, &keys, dim, n, 0..tiles, &mut want);
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "scores: dim {dim}, {n} keys, {rows} rows"
+                );
+
+                let p: Vec<f32> = (0..rows * n).map(|_| rng.float().abs()).collect();
+                let (mut got, mut want) = (vec![0.0f32; rows * dim], vec![0.0f32; rows * dim]);
+                let cut = n / 3;
+                for (keys, add) in [(0..cut, false), (cut..n, true)] {
+                    mix_block(&p, rows, &values, dim, n, keys.clone(), add, &mut got);
+                    mix_block_portable(&p, rows, &values, dim, n, keys, add, &mut want);
+                }
+                assert_eq!(
+                    bits(&got),
+                    bits(&want),
+                    "mix: dim {dim}, {n} keys, {rows} rows"
+                );
+            }
+        }
+    }
+}
+
+fn bits(values: &[f32]) -> Vec<u32> {
+    values.iter().map(|v| v.to_bits()).collect()
+}
+
+/// Rounding to `f16` gives `half`'s conversion there and back, bit for bit, on a sweep of
+/// every kind of `f32`: both signs, zeros, subnormal and normal halves, ties, values that
+/// round up to the next exponent or past the largest half, infinities and NaNs (any NaN for
+/// a NaN).
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn rounding_to_f16_equals_half_s() {
+    let mut values: Vec<f32> = (0..=u32::MAX).step_by(4099).map(f32::from_bits).collect();
+    // Ties and their neighbours around the normal and subnormal halves, and the overflow edge.
+    for base in [1.0f32, 1.5, 6.1e-5, 3.0e-6, 65_504.0, 65_519.0, 65_520.0] {
+        let bits = base.to_bits();
+        for delta in [0u32, 1, 0xFFF, 0x1000, 0x1001, 0x2000] {
+            values.extend([f32::from_bits(bits + delta), -f32::from_bits(bits - delta)]);
+        }
+    }
+    let mut got = values.clone();
+    round_to_f16(&mut got);
+    let mut want = values.clone();
+    round_to_f16_portable(&mut want);
+    for ((x, g), w) in values.iter().zip(&got).zip(&want) {
+        if w.is_nan() {
+            assert!(g.is_nan(), "{x:e}: {g}");
+        } else {
+            assert_eq!(g.to_bits(), w.to_bits(), "{x:e} ({:#010x})", x.to_bits());
+        }
+    }
+}
+
+/// The softmax's exponentials are `f32::exp`'s bit for bit, on a sweep of the non-positive
+/// `f32`s from −0 past the point where `expf` underflows, on rows whose maximum is not zero,
+/// and with a NaN among them (in wasm, the `simd128` port of `libm`'s `expf` against `libm`'s
+/// own).
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn exponentials_equal_f32_exp() {
+    let mut values: Vec<f32> = (0x8000_0000u32..=0xC2F0_0000)
+        .step_by(1021)
+        .map(f32::from_bits)
+        .collect();
+    values.extend([
+        0.0,
+        -0.0,
+        -1e-45,
+        -6.1e-5,
+        -0.346,
+        -0.347,
+        -1.04,
+        -87.336_55,
+        -103.972_08,
+        -103.972_09,
+        -1e30,
+        f32::NEG_INFINITY,
+    ]);
+    for max in [0.0f32, 3.5, -2.25] {
+        let row: Vec<f32> = values.iter().map(|&x| x + max).collect();
+        let mut got = row.clone();
+        exponentials(&mut got, max);
+        for (x, g) in row.iter().zip(&got) {
+            let want = (x - max).exp();
+            assert_eq!(g.to_bits(), want.to_bits(), "exp({x:e} − {max})");
+        }
+    }
+    let mut row = vec![-1.0f32, f32::NAN, -3.0, -0.5, -2.0];
+    exponentials(&mut row, 0.0);
+    assert!(row[1].is_nan());
+    assert_eq!(row[0].to_bits(), (-1.0f32).exp().to_bits());
+    assert_eq!(row[4].to_bits(), (-2.0f32).exp().to_bits());
 }

@@ -19,16 +19,10 @@ pub(super) fn round16(x: f32) -> f32 {
 }
 
 /// Each of `values` rounded as [`round16`] rounds it, in vectors where the CPU converts them
-/// (F16C): a prefill's attention rounds every probability, and one value at a time that
-/// was 4% of Qwen2.5's 512-token prefill.
+/// (F16C; `simd128` in wasm): a prefill's attention rounds every probability, and one value
+/// at a time that was 4% of Qwen2.5's 512-token prefill.
 pub(super) fn round16_slice(values: &mut [f32]) {
-    use half::slice::HalfFloatSliceExt;
-    let mut halves = [f16::ZERO; 256];
-    for chunk in values.chunks_mut(256) {
-        let halves = &mut halves[..chunk.len()];
-        halves.convert_from_f32_slice(chunk);
-        halves.convert_to_f32_slice(chunk);
-    }
+    crate::quant::attention::round_to_f16(values);
 }
 
 /// The tensor's values in row-major order, and its shape.

@@ -35,11 +35,12 @@ use super::softmax::softmax_rows;
 use crate::quant::pool::Pool;
 
 /// Positions per key tile.
-pub const TILE: usize = 16;
+pub const TILE: usize = crate::quant::attention::TILE;
 
 /// Whether a cache of heads of `head_dim` values on `device` is kept in `f16`: on the Flex
-/// device where this CPU runs the vector loops (x86-64 with AVX2, FMA and F16C) and heads are
-/// whole vectors. Elsewhere (the browser's wasm among them) the cache stays `f32`.
+/// device where this CPU runs the vector loops (x86-64 with AVX2, FMA and F16C; wasm32 with
+/// `simd128`, the browser's CPU path) and heads are whole vectors. Elsewhere the cache stays
+/// `f32`.
 pub fn f16_cache_applies(head_dim: usize, device: &Device) -> bool {
     crate::device::is_cpu(device)
         && head_dim > 0
@@ -47,13 +48,17 @@ pub fn f16_cache_applies(head_dim: usize, device: &Device) -> bool {
         && kernels::available()
 }
 
-/// Whether [`F16CacheOps::f16_attention`] gives the matmul path's results for a step with
-/// `rows` query rows per kv head (query heads per kv head times tokens) over `keys` keys:
-/// gemm runs `q·Kᵀ` through its microkernel only from two query rows and more than 256
-/// scores (a single row takes its matrix-vector loop, a small product its horizontal
-/// kernel, each summing in another order). Below that the caller multiplies [`F16CacheOps::f16_cache_read`]'s tensors.
+/// Whether [`F16CacheOps::f16_attention`] is the one to run for a step with `rows` query rows
+/// per kv head (query heads per kv head times tokens) over `keys` keys. Natively where it
+/// gives the matmul path's results: gemm runs `q·Kᵀ` through its microkernel only from two
+/// query rows and more than 256 scores (a single row takes its matrix-vector loop, a small
+/// product its horizontal kernel, each summing in another order); below that the caller
+/// multiplies [`F16CacheOps::f16_cache_read`]'s tensors. In wasm always: its loops are not
+/// gemm's bit for bit anyway (unfused), and reading the cache out for the products cost a
+/// short context's decoding 6%.
 pub fn attention_applies(rows: usize, keys: usize) -> bool {
-    rows >= 2 && rows * keys > 256
+    cfg!(all(target_arch = "wasm32", target_feature = "simd128"))
+        || (rows >= 2 && rows * keys > 256)
 }
 
 /// The keys gemm sums in one chain when it multiplies `rows` probability rows by `dim` value
@@ -359,7 +364,12 @@ mod kernels {
                     && is_x86_feature_detected!("f16c")
             })
         }
-        #[cfg(not(target_arch = "x86_64"))]
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        return true;
+        #[cfg(not(any(
+            target_arch = "x86_64",
+            all(target_arch = "wasm32", target_feature = "simd128")
+        )))]
         false
     }
 
@@ -379,9 +389,45 @@ mod kernels {
             // SAFETY: AVX2, FMA and F16C are present (`available`).
             return unsafe { super::x86::scores(q, keys, dim, seen, out) };
         }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        return scores_simd128(q, keys, dim, seen, out);
+        #[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
         scores_portable(q, keys, dim, seen, out);
     }
 
+    /// [`scores`] in wasm: `stampo-quant`'s `simd128` loop over blocks of rows, each over the
+    /// whole tiles of the keys its rows see. Its chains are unfused (wasm has no fused
+    /// multiply-add), so here a score is not gemm's bit for bit (nor is wasm's gemm x86's).
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    fn scores_simd128(q: &[f32], keys: &[f16], dim: usize, seen: &[Range<usize>], out: &mut [f32]) {
+        let n = out.len() / seen.len().max(1);
+        // The tiles read must lie in the cache (the last may hold stale positions past `n`).
+        let cached = keys.len() / (dim * TILE).max(1);
+        for (r0, rows, seen) in blocks(seen, n) {
+            let tiles = seen.start / TILE..seen.end.div_ceil(TILE).min(cached);
+            let (q, out) = (&q[r0 * dim..], &mut out[r0 * n..]);
+            crate::quant::attention::scores_block(q, rows, keys, dim, n, tiles, out);
+        }
+    }
+
+    /// The rows cut four at a time, each block with the keys any of its rows sees (below `n`).
+    pub(super) fn blocks(
+        seen: &[Range<usize>],
+        n: usize,
+    ) -> impl Iterator<Item = (usize, usize, Range<usize>)> + '_ {
+        (0..seen.len()).step_by(4).map(move |r0| {
+            let rows = &seen[r0..(r0 + 4).min(seen.len())];
+            let end = rows.iter().map(|r| r.end).max().unwrap_or(0).min(n);
+            let first = rows.iter().map(|r| r.start).min().unwrap_or(0).min(end);
+            (r0, rows.len(), first..end)
+        })
+    }
+
+    // In wasm the `simd128` loop always runs; the portable one is the tests' reference.
+    #[cfg_attr(
+        all(target_arch = "wasm32", target_feature = "simd128"),
+        allow(dead_code)
+    )]
     pub(super) fn scores_portable(
         q: &[f32],
         keys: &[f16],
@@ -419,7 +465,31 @@ mod kernels {
             // SAFETY: AVX2, FMA and F16C are present (`available`), `dim` a multiple of 16.
             return unsafe { super::x86::mix(p, values, dim, depth, seen, out) };
         }
+        #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+        if dim.is_multiple_of(TILE) {
+            return mix_simd128(p, values, dim, depth, seen, out);
+        }
         mix_portable(p, values, dim, depth, seen, out);
+    }
+
+    /// [`mix`] in wasm, `dim` a multiple of 16: `stampo-quant`'s `simd128` loop over blocks of
+    /// rows and gemm's chains of keys, unfused as [`scores_simd128`]'s.
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    fn mix_simd128(
+        p: &[f32],
+        values: &[f16],
+        dim: usize,
+        depth: usize,
+        seen: &[Range<usize>],
+        out: &mut [f32],
+    ) {
+        let n = values.len() / dim;
+        for (r0, rows, seen) in blocks(seen, n) {
+            let (p, out) = (&p[r0 * n..], &mut out[r0 * dim..]);
+            for (c, keys) in chains(seen, depth).enumerate() {
+                crate::quant::attention::mix_block(p, rows, values, dim, n, keys, c > 0, out);
+            }
+        }
     }
 
     pub(super) fn mix_portable(
@@ -466,7 +536,7 @@ mod x86 {
     use half::f16;
 
     use super::TILE;
-    use super::kernels::chains;
+    use super::kernels::{blocks, chains};
 
     /// Eight `f16`s from `at`, widened.
     ///
@@ -478,19 +548,6 @@ mod x86 {
         debug_assert!(at + 8 <= v.len());
         // SAFETY: eight readable `f16`s (the caller's bound); loads are unaligned.
         unsafe { _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().add(at).cast())) }
-    }
-
-    /// The rows cut four at a time, each block with the keys any of its rows sees (below `n`).
-    fn blocks(
-        seen: &[Range<usize>],
-        n: usize,
-    ) -> impl Iterator<Item = (usize, usize, Range<usize>)> + '_ {
-        (0..seen.len()).step_by(4).map(move |r0| {
-            let rows = &seen[r0..(r0 + 4).min(seen.len())];
-            let end = rows.iter().map(|r| r.end).max().unwrap_or(0).min(n);
-            let first = rows.iter().map(|r| r.start).min().unwrap_or(0).min(end);
-            (r0, rows.len(), first..end)
-        })
     }
 
     /// [`super::kernels::scores`], a block of rows over whole tiles.

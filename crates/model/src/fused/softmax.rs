@@ -12,7 +12,9 @@
 //! and a remainder, a table of 2^(i/32) and a cubic, then rounded to `f32`), and the sums of
 //! four rows advance together. The vector exponential is used only where it gives
 //! `f32::exp`'s bits on every value of a check run once per process (another C library may
-//! round differently); elsewhere each value goes through `f32::exp`.
+//! round differently); elsewhere each value goes through `f32::exp`, but in wasm, where
+//! `f32::exp` is the `libm` crate's and `stampo-quant` computes it four values at a time with
+//! its very operations (`stampo_quant::attention::exponentials`, tested against it there).
 
 use std::ops::Range;
 
@@ -62,9 +64,8 @@ fn exponentials(row: &mut [f32], scale: f32, vector: bool) {
     let max = row
         .iter()
         .fold(f32::NEG_INFINITY, |m, &x| if x > m { x } else { m });
-    for x in row.iter_mut() {
-        *x = (*x - max).exp();
-    }
+    // `f32::exp` of each, four at a time in wasm (`simd128`, the same bits).
+    crate::quant::attention::exponentials(row, max);
 }
 
 /// `sums[i]` = the sum of `rows[i]` from the left, for up to four rows at once.

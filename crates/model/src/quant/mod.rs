@@ -10,7 +10,7 @@
 mod cube;
 mod flex;
 
-pub use stampo_quant::{act, dot, format, matmul, pool, unpack};
+pub use stampo_quant::{act, attention, dot, format, matmul, pool, unpack};
 
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Backend, Dispatch, backend_extension};
