@@ -8,7 +8,7 @@
 //!
 //! Over a context of 867 tokens, SmolLM2 in Chromium on one thread (the `f32` cache and burn's
 //! products before) decoded at 28–31 tokens/s and prefilled at 58–62; with the cache read in
-//! place 36–39 and 79 (bench/README.md).
+//! place 36–40 and 78–81 (bench/README.md).
 //!
 //! Layout (`stampo-model`'s cache): a kv head's keys are tiles of [`TILE`] positions, each
 //! stored dimension by dimension (key `k`'s value `d` at `(k / 16 · dim + d) · 16 + k % 16`),

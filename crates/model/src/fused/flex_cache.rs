@@ -15,6 +15,10 @@
 //! - each output value is a chain over the keys, restarted every [`mix_depth`] keys, the
 //!   chains added in order, as gemm cuts a long sum.
 //!
+//! In wasm (`simd128`) the loops are `stampo-quant`'s ([`crate::quant::attention`]), whose
+//! chains are unfused (wasm has no fused multiply-add): there the results are not gemm's bit
+//! for bit, and the loops run for every step ([`attention_applies`]).
+//!
 //! Keys are stored in tiles of 16 positions, dimension by dimension ([`F16CacheOps`]), so
 //! that one load gives one dimension of 16 keys: each lane is one key's chain, with no
 //! transposing (an earlier version over the `f32` cache in burn's layout spent more on
