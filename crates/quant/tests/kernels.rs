@@ -477,16 +477,21 @@ fn block_integer_kernels_equal_the_portable_loops_bit_for_bit() {
 #[cfg_attr(not(target_arch = "wasm32"), test)]
 #[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
 fn every_half_is_read_as_its_value() {
-    let keys: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
-    let n = keys.len();
-    let mut out = vec![0.0f32; n];
-    scores_block(&[1.0], 1, &keys, 1, n, 0..n / F16_TILE, &mut out);
-    for (h, got) in keys.iter().zip(&out) {
-        let want = 0.0 + h.to_f32();
-        if want.is_nan() {
-            assert!(got.is_nan(), "{:#06x}: {got}", h.to_bits());
-        } else {
-            assert_eq!(got.to_bits(), want.to_bits(), "{:#06x}", h.to_bits());
+    // In order, then shifted by 8 so that tiles of 16 mix infinities and NaNs with finite
+    // halves.
+    for shift in [0, 8] {
+        let mut keys: Vec<f16> = (0..=u16::MAX).map(f16::from_bits).collect();
+        keys.rotate_left(shift);
+        let n = keys.len();
+        let mut out = vec![0.0f32; n];
+        scores_block(&[1.0], 1, &keys, 1, n, 0..n / F16_TILE, &mut out);
+        for (h, got) in keys.iter().zip(&out) {
+            let want = 0.0 + h.to_f32();
+            if want.is_nan() {
+                assert!(got.is_nan(), "{:#06x}: {got}", h.to_bits());
+            } else {
+                assert_eq!(got.to_bits(), want.to_bits(), "{:#06x}", h.to_bits());
+            }
         }
     }
 }
