@@ -5,9 +5,10 @@
 // extraction (`STAMPO_FREE=1`: without its schema) and prints, per thread, the functions that
 // took the most samples (self time). Not a test. STAMPO_PAD=N puts N paragraphs of filler
 // before the message (as `decode.mjs` does) and runs the request once before the trace, so
-// that the traced run reuses the long prompt from the cache: decoding over a long context.
+// that the traced run reuses the long prompt from the cache: decoding over a long context
+// (with STAMPO_PREFILL=1 it does not, and the trace is mostly the long prompt's prefill).
 //
-//   [STAMPO_THREADS=N] [STAMPO_FREE=1] [STAMPO_PAD=N] [STAMPO_TOP=20] node bench/browser/profile.mjs MODEL.gguf [TRACE.json]
+//   [STAMPO_THREADS=N] [STAMPO_FREE=1] [STAMPO_PAD=N [STAMPO_PREFILL=1]] [STAMPO_TOP=20] node bench/browser/profile.mjs MODEL.gguf [TRACE.json]
 //
 // Function names: `wasm-opt` drops them, so profile a build that keeps them, e.g. the
 // threaded runtime's cargo output through wasm-bindgen alone:
@@ -50,7 +51,9 @@ try {
     url: `/models/${name}`,
     threads,
     contextSize,
-    warmUp: pad > 0 ? request : { messages: [{ role: "user", content: "hi" }], max_tokens: 16, temperature: 0 },
+    warmUp: pad > 0 && process.env.STAMPO_PREFILL !== "1"
+      ? request
+      : { messages: [{ role: "user", content: "hi" }], max_tokens: 16, temperature: 0 },
   });
 
   const cdp = await browser.context.newCDPSession(page);

@@ -614,3 +614,50 @@ fn exponentials_equal_f32_exp() {
     assert_eq!(row[0].to_bits(), (-1.0f32).exp().to_bits());
     assert_eq!(row[4].to_bits(), (-2.0f32).exp().to_bits());
 }
+
+/// Activations encoded for Q8_0 weights are ggml's `quantize_row_q8_0` as its x86 kernels
+/// compute it (scale `amax / 127` kept as `f16`, quants `round(x · 127 / amax)` ties to even,
+/// each group of 16's quant sum and its scaled sum), whichever loop encodes them (AVX2 where
+/// the CPU has it, the portable one elsewhere and in wasm): values of every size, ties, a
+/// block of zeros.
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+fn q8_0_activations_are_ggml_s() {
+    let mut rng = Rng(0xac7);
+    let cols = 256;
+    for scale in [0.0f32, 1e-30, 0.01, 1.0, 3.0, 1e6] {
+        let mut x: Vec<f32> = (0..3 * cols).map(|_| scale * rng.float()).collect();
+        // Ties at 127 / amax: a value at the maximum and halves of it.
+        for b in (0..x.len()).step_by(32) {
+            x[b + 5] = 2.5 * scale;
+            x[b + 9] = -1.5 * scale;
+        }
+        x[32..64].fill(0.0);
+        let acts = QuantizedActs::encode(QuantFormat::Q8_0, &x, cols);
+        for (b, xs) in x.chunks_exact(32).enumerate() {
+            let amax = xs.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            let id = if amax != 0.0 { 127.0 / amax } else { 0.0 };
+            let q: Vec<i8> = xs
+                .iter()
+                .map(|&v| (v * id).round_ties_even() as i8)
+                .collect();
+            let d = f16::from_f32(amax / 127.0).to_f32();
+            assert_eq!(
+                &acts.q[32 * b..32 * (b + 1)],
+                &q[..],
+                "scale {scale} block {b}"
+            );
+            for g in 0..2 {
+                let isum: i32 = q[16 * g..16 * (g + 1)].iter().map(|&v| i32::from(v)).sum();
+                let at = 2 * b + g;
+                assert_eq!(
+                    acts.d[at].to_bits(),
+                    d.to_bits(),
+                    "scale {scale} group {at}"
+                );
+                assert_eq!(acts.isum[at], isum, "scale {scale} group {at}");
+                assert_eq!(acts.sum[at].to_bits(), (d * isum as f32).to_bits());
+            }
+        }
+    }
+}
