@@ -404,7 +404,7 @@ pub(super) fn grid_of(cubes: u32) -> CubeCount {
 }
 
 /// An uninitialised `f32` tensor of `shape` beside `like`.
-pub(super) fn empty_like(like: &CubeTensor, shape: Shape) -> CubeTensor {
+pub(crate) fn empty_like(like: &CubeTensor, shape: Shape) -> CubeTensor {
     empty_device_dtype(like.client.clone(), like.device.clone(), shape, DType::F32)
 }
 

@@ -20,7 +20,7 @@
 #[cfg(feature = "wgpu")]
 mod cube;
 #[cfg(feature = "wgpu")]
-pub(crate) use cube::activate;
+pub(crate) use cube::{activate, empty_like};
 #[cfg(feature = "wgpu")]
 mod cube_attention;
 mod flex;

@@ -11,12 +11,11 @@ use burn::backend::ops::FloatTensorOps;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::tensor::{DType, Shape};
 use burn_cubecl::kernel::into_contiguous;
-use burn_cubecl::ops::numeric::empty_device_dtype;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::{QuantFormat, QuantGatedOps, QuantLayout, QuantOps};
-use crate::fused::activate;
+use crate::fused::{activate, empty_like};
 
 /// Threads that share one output value: each sums every `THREADS`-th input, then the cube adds
 /// the partial sums. 64 fits every WebGPU device (the guaranteed minimum is 256).
@@ -561,12 +560,7 @@ fn matmul_stacked(
     let cols = layouts[0].cols;
     let tokens = x.meta.shape()[0];
     let total: usize = layouts.iter().map(|l| l.rows).sum();
-    let out = empty_device_dtype(
-        x.client.clone(),
-        x.device.clone(),
-        Shape::new([tokens, total]),
-        DType::F32,
-    );
+    let out = empty_like(&x, Shape::new([tokens, total]));
     let (across, down) = row_grid(total);
     let x_len = tokens * cols;
     let out_len = tokens * total;
@@ -629,12 +623,7 @@ impl QuantGatedOps for Cube {
         let [gate_layout, up_layout] = layouts;
         let (rows, cols) = (gate_layout.rows, gate_layout.cols);
         let tokens = x.meta.shape()[0];
-        let out = empty_device_dtype(
-            x.client.clone(),
-            x.device.clone(),
-            Shape::new([tokens, rows]),
-            DType::F32,
-        );
+        let out = empty_like(&x, Shape::new([tokens, rows]));
         let (across, down) = row_grid(rows);
         let (tile, tiles) = token_tiles(tokens);
         for (first, count) in tile_batches(tiles) {
@@ -733,12 +722,7 @@ impl QuantOps for Cube {
                 .collect();
             client.create_from_slice(u32::as_bytes(&ids))
         };
-        let out = empty_device_dtype(
-            client.clone(),
-            blocks.device.clone(),
-            Shape::new([count, layout.cols]),
-            DType::F32,
-        );
+        let out = empty_like(&blocks, Shape::new([count, layout.cols]));
         let row_bytes = row_bytes(layout);
         let total = count * layout.cols;
         let total_chunks = count * layout.cols.div_ceil(8);
