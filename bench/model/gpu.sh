@@ -9,7 +9,9 @@
 # tests (`device_kernels`, `fused_kernels`), xz-compressed, and each default model as a skeleton
 # (bench/model/skeleton.py: the real header and tensor table, weights repeated from each
 # tensor's first blocks). The skeletons do the real model's work but their output is not text:
-# these runs measure speed, and the two tests check the kernels' arithmetic on that GPU.
+# these runs measure speed, and the two tests check the kernels' arithmetic on that GPU. And a
+# miniature (the `miniature` example: SmolLM2's 30 layers and kernels at tiny widths), whose
+# decoding steps cost only their launches: the floor that launching alone sets.
 # Vulkan's loader comes from Debian's libvulkan1, unpacked from .gl/ (see the device tool's
 # notes); the driver is the machine's own.
 set -uo pipefail
@@ -21,7 +23,8 @@ prepare() {
     # shellcheck source=/dev/null
     source scripts/env.sh
     local target=$CARGO_TARGET_DIR
-    cargo build --release -p stampo-cli -p stampo-model --example kernel_bandwidth --example bench
+    cargo build --release -p stampo-cli -p stampo-model --example kernel_bandwidth --example bench \
+        --example miniature
     cargo test --workspace --test device_kernels --test fused_kernels --no-run
     mkdir -p .dev
     rm -f .dev/*.xz
@@ -35,6 +38,8 @@ prepare() {
         "$STAMPO_CACHE/venv/bin/python" bench/model/skeleton.py shrink \
             "$STAMPO_CACHE/models/$m.gguf" ".dev/$m.skel"
     done
+    "$target/release/examples/miniature" .dev/miniature.gguf
+    xz -T2 -6 .dev/miniature.gguf
     du -sh .dev
 }
 
@@ -52,6 +57,8 @@ run() {
         python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
             ".dev/$b.xz" "$bin/$b" && chmod +x "$bin/$b"
     done
+    python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
+        .dev/miniature.gguf.xz /tmp/models/miniature.gguf
     for m in "${MODELS[@]}"; do
         python3 bench/model/skeleton.py expand ".dev/$m.skel" "/tmp/models/$m.gguf"
     done
@@ -65,6 +72,9 @@ run() {
         echo "== quantised matmul bandwidth"
         timeout 200 $bin/kernel_bandwidth wgpu 512 2>/dev/null | tee "$out/kernels.jsonl"
     fi
+
+    echo "== the launch floor: a miniature with SmolLM2's kernels and nothing to compute"
+    timeout 60 $bin/bench /tmp/models/miniature.gguf 16 256 wgpu 2>/dev/null | tee "$out/miniature.jsonl"
 
     echo "== models (skeletons): wgpu, then the CPU with 16 threads"
     : >"$out/models.jsonl"
