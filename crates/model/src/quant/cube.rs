@@ -55,10 +55,11 @@ fn byte_of(low: u32, high: u32, i: u32) -> u32 {
     (word >> ((i % 4) * 8)) & 0xFF
 }
 
-/// The little-endian `u16` at byte `at`.
+/// The little-endian `u16` at byte `at`, which is even: every half of a GGUF block sits at an
+/// even offset in a block of an even size, so it never straddles two words (one load).
 #[cube]
 fn half_bits(blocks: &[u32], at: u32) -> u32 {
-    byte(blocks, at) | (byte(blocks, at + 1) << 8)
+    (blocks[(at / 4) as usize] >> ((at % 4) * 8)) & 0xFFFF
 }
 
 /// The IEEE half at byte `at`, widened to `f32` from its bits.
@@ -240,18 +241,21 @@ fn dequant8(
 }
 
 /// Adds row `start`'s products with up to `tile` tokens from `first` (`count` of them) into
-/// `sums`: this unit's share, every `THREADS`-th group of eight columns.
+/// `sums`: this unit's share, every `THREADS`-th group of eight columns. The activations are
+/// read `N` at a time (4 where the row's width allows it: a quarter of the loads), and added
+/// one by one in column order all the same.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn accumulate(
+fn accumulate<N: Size>(
     blocks: &[u32],
-    x: &[f32],
+    x: &[Vector<f32, N>],
     start: u32,
     cols: u32,
     first: u32,
     count: u32,
     sums: &mut Array<f32>,
     #[comptime] tile: u32,
+    #[comptime] width: u32,
     #[comptime] format: QuantFormat,
 ) {
     let chunks = cols.div_ceil(8);
@@ -263,13 +267,21 @@ fn accumulate(
         #[unroll]
         for t in 0..tile {
             if t < count {
-                let at = (first + t) * cols + k * 8;
+                // `cols` is a multiple of the width, so no vector straddles two tokens.
+                let at = ((first + t) * cols + k * 8) / width;
                 let mut dot = 0.0f32;
                 #[unroll]
-                for i in 0..8u32 {
+                for v in 0..comptime!(8 / width) {
                     // Past `cols` (plain formats) the weight is 0 but x may not exist.
-                    if k * 8 + i < cols {
-                        dot += w[i as usize] * x[(at + i) as usize];
+                    if k * 8 + v * width < cols {
+                        let xs = x[(at + v) as usize];
+                        #[unroll]
+                        for j in 0..width {
+                            let i = v * width + j;
+                            if k * 8 + i < cols {
+                                dot += w[i as usize] * xs.extract(j as usize);
+                            }
+                        }
                     }
                 }
                 sums[t as usize] += dot;
@@ -287,14 +299,14 @@ fn accumulate(
 /// dimension holds at most 65,535 cubes), tiles over z.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-fn quant_matmul_kernel(
+fn quant_matmul_kernel<N: Size>(
     a: &[u32],
     b: &[u32],
     c: &[u32],
     bias_a: &[f32],
     bias_b: &[f32],
     bias_c: &[f32],
-    x: &[f32],
+    x: &[Vector<f32, N>],
     out: &mut [f32],
     rows_a: u32,
     rows_b: u32,
@@ -306,6 +318,7 @@ fn quant_matmul_kernel(
     tokens: u32,
     first_tile: u32,
     #[comptime] tile: u32,
+    #[comptime] width: u32,
     #[comptime] formats: [QuantFormat; 3],
     #[comptime] biased: [bool; 3],
 ) {
@@ -330,6 +343,7 @@ fn quant_matmul_kernel(
             count,
             &mut sums,
             tile,
+            width,
             comptime!(formats[0]),
         );
     } else if row < rows_a + rows_b {
@@ -343,6 +357,7 @@ fn quant_matmul_kernel(
             count,
             &mut sums,
             tile,
+            width,
             comptime!(formats[1]),
         );
     } else if row < rows {
@@ -356,6 +371,7 @@ fn quant_matmul_kernel(
             count,
             &mut sums,
             tile,
+            width,
             comptime!(formats[2]),
         );
     }
@@ -402,10 +418,10 @@ fn quant_matmul_kernel(
 /// those of the stacked product followed by the gate.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-fn quant_gated_kernel(
+fn quant_gated_kernel<N: Size>(
     gate: &[u32],
     up: &[u32],
-    x: &[f32],
+    x: &[Vector<f32, N>],
     out: &mut [f32],
     rows: u32,
     cols: u32,
@@ -414,6 +430,7 @@ fn quant_gated_kernel(
     tokens: u32,
     first_tile: u32,
     #[comptime] tile: u32,
+    #[comptime] width: u32,
     #[comptime] formats: [QuantFormat; 2],
     #[comptime] gelu: bool,
 ) {
@@ -441,6 +458,7 @@ fn quant_gated_kernel(
             count,
             &mut g,
             tile,
+            width,
             gate_format,
         );
         accumulate(
@@ -452,6 +470,7 @@ fn quant_gated_kernel(
             count,
             &mut u,
             tile,
+            width,
             up_format,
         );
     }
@@ -536,6 +555,12 @@ fn token_tiles(tokens: usize) -> (u32, usize) {
     (tile, tokens.div_ceil(tile as usize))
 }
 
+/// How many activations a product reads at a time: 4 (one `vec4` load) where a row of `cols`
+/// holds whole vectors, as every block format's rows do; else 1 (plain rows of any width).
+fn activation_width(cols: usize) -> u32 {
+    if cols.is_multiple_of(4) { 4 } else { 1 }
+}
+
 /// The launches `tiles` tiles of tokens take: the first tile of each and its count, at most
 /// [`MAX_CUBES`] (the grid's z dimension).
 fn tile_batches(tiles: usize) -> impl Iterator<Item = (usize, usize)> {
@@ -565,6 +590,7 @@ fn matmul_stacked(
     let x_len = tokens * cols;
     let out_len = tokens * total;
     let (tile, tiles) = token_tiles(tokens);
+    let width = activation_width(cols);
     let formats = layouts.map(|l| l.format);
     let biased = [0, 1, 2].map(|i| biases[i].is_some() && layouts[i].rows > 0);
     // An absent bias is bound to `x` (any buffer does: the kernel never reads it).
@@ -584,13 +610,14 @@ fn matmul_stacked(
                 &out.client,
                 CubeCount::Static(across, down, count as u32),
                 CubeDim::new_1d(THREADS),
+                width as usize,
                 BufferArg::from_raw_parts(blocks[0].handle.clone(), blocks[0].meta.shape()[0]),
                 BufferArg::from_raw_parts(blocks[1].handle.clone(), blocks[1].meta.shape()[0]),
                 BufferArg::from_raw_parts(blocks[2].handle.clone(), blocks[2].meta.shape()[0]),
                 bias_arg(0),
                 bias_arg(1),
                 bias_arg(2),
-                BufferArg::from_raw_parts(x.handle.clone(), x_len),
+                BufferArg::from_raw_parts(x.handle.clone(), x_len / width as usize),
                 BufferArg::from_raw_parts(out.handle.clone(), out_len),
                 layouts[0].rows as u32,
                 layouts[1].rows as u32,
@@ -602,6 +629,7 @@ fn matmul_stacked(
                 tokens as u32,
                 first as u32,
                 tile,
+                width,
                 formats,
                 biased,
             );
@@ -626,6 +654,7 @@ impl QuantGatedOps for Cube {
         let out = empty_like(&x, Shape::new([tokens, rows]));
         let (across, down) = row_grid(rows);
         let (tile, tiles) = token_tiles(tokens);
+        let width = activation_width(cols);
         for (first, count) in tile_batches(tiles) {
             // SAFETY: as in `matmul_stacked`: each buffer is bound with its tensor's length;
             // both matrices have `rows` rows of `cols` values (checked by `forward_gated` and
@@ -635,9 +664,10 @@ impl QuantGatedOps for Cube {
                     &out.client,
                     CubeCount::Static(across, down, count as u32),
                     CubeDim::new_1d(THREADS),
+                    width as usize,
                     BufferArg::from_raw_parts(gate.handle.clone(), gate.meta.shape()[0]),
                     BufferArg::from_raw_parts(up.handle.clone(), up.meta.shape()[0]),
-                    BufferArg::from_raw_parts(x.handle.clone(), tokens * cols),
+                    BufferArg::from_raw_parts(x.handle.clone(), tokens * cols / width as usize),
                     BufferArg::from_raw_parts(out.handle.clone(), tokens * rows),
                     rows as u32,
                     cols as u32,
@@ -646,6 +676,7 @@ impl QuantGatedOps for Cube {
                     tokens as u32,
                     first as u32,
                     tile,
+                    width,
                     [gate_layout.format, up_layout.format],
                     gelu,
                 );
