@@ -89,6 +89,21 @@ pub enum ModelError {
         vocab: usize,
     },
 
+    /// Every token's logits asked of a GPU device in one buffer larger than it holds.
+    #[error(
+        "every position's logits of {tokens} tokens over a vocabulary of {vocab} take {bytes} bytes, more than one device buffer holds ({limit}): ask for them in blocks (Transformer::all_logits)"
+    )]
+    OutputTooLarge {
+        /// Tokens of the call.
+        tokens: usize,
+        /// The vocabulary size.
+        vocab: usize,
+        /// The bytes the logits would take.
+        bytes: usize,
+        /// The most one buffer holds.
+        limit: usize,
+    },
+
     /// A forward pass with no tokens.
     #[error("no tokens to run")]
     EmptyInput,

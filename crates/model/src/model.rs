@@ -10,7 +10,7 @@ use stampo_gguf::Gguf;
 use crate::config::{ArchMetadata, LoadOptions, ModelConfig};
 use crate::error::{ModelError, Result};
 use crate::layers::{Attention, KvCache, Mlp, RmsNorm, Rope};
-use crate::quant::QLinear;
+use crate::quant::{MAX_PART_BYTES, QLinear};
 use crate::weights::{StagedTensors, Weights};
 use crate::{gemma3, llama, qwen2};
 
@@ -367,11 +367,45 @@ impl Transformer {
     /// Runs `tokens` at the cache's next positions (a prefill when several, a decode step
     /// when one) and returns the logits of the last token, or of every token when `all`.
     ///
+    /// Every token's logits are one buffer, which a GPU device holds only up to
+    /// [`MAX_PART_BYTES`] (WebGPU's guaranteed binding size): beyond that (129 positions of
+    /// Gemma 3's 262,144 tokens) this refuses before running anything, and
+    /// [`Transformer::all_logits`] gives them block by block.
+    ///
     /// # Shapes
     /// - output: `[1, vocab]`, or `[tokens, vocab]` when `all`
     pub fn forward(&self, tokens: &[u32], cache: &mut Cache, all: bool) -> Result<Tensor<2>> {
+        if all && !crate::device::is_cpu(&self.device()) {
+            let bytes = tokens.len() * self.vocab_size() * 4;
+            if bytes > MAX_PART_BYTES {
+                return Err(ModelError::OutputTooLarge {
+                    tokens: tokens.len(),
+                    vocab: self.vocab_size(),
+                    bytes,
+                    limit: MAX_PART_BYTES,
+                });
+            }
+        }
         let x = self.forward_hidden(tokens, cache, all)?;
         Ok(self.head().forward(x))
+    }
+
+    /// Every token's logits read back to the host, `tokens × vocab` in token order: as
+    /// [`Transformer::forward`] with `all`, on any device and for any number of tokens (the
+    /// output head runs over blocks of positions whose logits fit [`MAX_PART_BYTES`]). Blocks
+    /// on reading back: native code only (in the browser, [`to_vec_async`]).
+    pub fn all_logits(&self, tokens: &[u32], cache: &mut Cache) -> Result<Vec<f32>> {
+        let hidden = self.forward_hidden(tokens, cache, true)?;
+        let [rows, dim] = hidden.dims();
+        let vocab = self.vocab_size();
+        let block = (MAX_PART_BYTES / (vocab * 4)).max(1);
+        let mut all = Vec::with_capacity(rows * vocab);
+        for start in (0..rows).step_by(block) {
+            let end = (start + block).min(rows);
+            let part = hidden.clone().slice([start..end, 0..dim]);
+            all.extend(to_vec(self.logits(part))?);
+        }
+        Ok(all)
     }
 
     /// As [`Transformer::forward`], up to the output head: the last token's final hidden

@@ -3,8 +3,12 @@
 //! a token outside the vocabulary.
 //!
 //! Each case edits one thing in a tiny, valid `llama` file built with `stampo-gguf`'s writer.
+//! Every position's logits asked of the wgpu device in one buffer larger than it holds are
+//! refused by name, and come block by block from `Transformer::all_logits`.
 //! Both ways of loading give the same error: from the whole file, and from tensors staged on
 //! the device one by one with only the header kept (a streamed download).
+
+mod common;
 
 use stampo_gguf::writer::{GgufWriter, OwnedValue};
 use stampo_gguf::{GgmlType, Gguf};
@@ -23,6 +27,9 @@ struct Edit {
     drop: Option<&'static str>,
     reshape: Option<(&'static str, Vec<u64>)>,
     retype: Option<(&'static str, GgmlType)>,
+    /// Another vocabulary size and context length (the embedding's rows, the metadata).
+    vocab: Option<u64>,
+    context: Option<u32>,
 }
 
 fn f32_bytes(n: u64, seed: u64) -> Vec<u8> {
@@ -37,7 +44,7 @@ fn tiny_llama(edit: &Edit) -> Vec<u8> {
     w.add("general.architecture", OwnedValue::String(arch.into()));
     for (k, v) in [
         ("block_count", 2u32),
-        ("context_length", 64),
+        ("context_length", edit.context.unwrap_or(64)),
         ("embedding_length", D as u32),
         ("feed_forward_length", FF as u32),
         ("attention.head_count", 2),
@@ -50,7 +57,10 @@ fn tiny_llama(edit: &Edit) -> Vec<u8> {
         OwnedValue::F32(1e-5),
     );
     let mut tensors: Vec<(String, Vec<u64>)> = vec![
-        ("token_embd.weight".into(), vec![D, VOCAB]),
+        (
+            "token_embd.weight".into(),
+            vec![D, edit.vocab.unwrap_or(VOCAB)],
+        ),
         ("output_norm.weight".into(), vec![D]),
     ];
     for i in 0..2 {
@@ -226,5 +236,65 @@ fn token_outside_the_vocabulary_is_refused() {
     assert!(
         e.contains("token id 40 is outside the vocabulary of 40"),
         "{e}"
+    );
+}
+
+/// 600 positions × 65,536 logits × 4 bytes = 150 MiB, more than one WebGPU buffer holds.
+const LONG_PROMPT: usize = 600;
+
+/// A tiny model with a vocabulary of 65,536 and a context of 1,024, on `device`.
+fn wide_vocabulary_model(device: &stampo_model::Device) -> Transformer {
+    let file = tiny_llama(&Edit {
+        vocab: Some(65_536),
+        context: Some(1024),
+        ..Edit::default()
+    });
+    let gguf = Gguf::parse(&file).expect("the tiny file parses");
+    Transformer::load(&gguf, device, LoadOptions { context: 1024 }).expect("loads")
+}
+
+fn long_prompt() -> Vec<u32> {
+    (0..LONG_PROMPT as u32)
+        .map(|i| (i * 7919) % 65_536)
+        .collect()
+}
+
+/// On the wgpu device every position's logits of a prompt are one buffer, which WebGPU holds
+/// only up to 128 MiB: `forward` with `all` refuses beyond that, naming the sizes, before it
+/// runs anything.
+#[test]
+fn every_logit_of_a_long_prompt_in_one_buffer_is_refused_on_the_wgpu_device() {
+    let Some(device) = common::wgpu_device() else {
+        return;
+    };
+    let model = wide_vocabulary_model(&device);
+    let mut cache = model.new_cache();
+    let e = model
+        .forward(&long_prompt(), &mut cache, true)
+        .expect_err("150 MiB of logits in one buffer")
+        .to_string();
+    assert!(
+        e.contains("logits of 600 tokens over a vocabulary of 65536 take 157286400 bytes"),
+        "{e}"
+    );
+    assert_eq!(cache.position(), 0, "refused before running anything");
+}
+
+/// `all_logits` runs the head over blocks of positions (512 and 88 here) and gives what one
+/// product over every position gives (the CPU holds any size), bit for bit.
+#[test]
+fn all_logits_in_blocks_equal_one_product_over_every_position() {
+    let device = DeviceKind::Cpu.device().expect("cpu device");
+    let model = wide_vocabulary_model(&device);
+    let ids = long_prompt();
+    let mut cache = model.new_cache();
+    let blocks = model.all_logits(&ids, &mut cache).expect("in blocks");
+    cache.reset();
+    let whole = model.forward(&ids, &mut cache, true).expect("runs");
+    let whole = stampo_model::to_vec(whole).expect("readback");
+    assert_eq!(blocks.len(), LONG_PROMPT * 65_536);
+    assert!(
+        blocks == whole,
+        "the blocks' logits differ from the whole product's"
     );
 }

@@ -89,8 +89,7 @@ fn teacher_forced_logits(
         Walk::Batched => {
             let mut text = prompt.ids.clone();
             text.extend_from_slice(&prompt.greedy[..steps - 1]);
-            let all =
-                to_vec(model.forward(&text, cache, true).expect("forward")).expect("readback");
+            let all = model.all_logits(&text, cache).expect("forward");
             let first = prompt.ids.len() - 1;
             (first..first + steps)
                 .map(|pos| all[pos * vocab..(pos + 1) * vocab].to_vec())
@@ -253,8 +252,7 @@ fn check_fidelity(file: &str, device: DeviceKind, walk: Walk, prompts: usize) {
 /// Perplexity of `ids` as llama.cpp's `perplexity` computes it over one window.
 fn perplexity(model: &Transformer, cache: &mut stampo_model::Cache, ids: &[u32]) -> f64 {
     cache.reset();
-    let all =
-        to_vec(model.forward(ids, cache, true).expect("perplexity forward")).expect("readback");
+    let all = model.all_logits(ids, cache).expect("perplexity forward");
     let vocab = model.vocab_size();
     let mut nll = 0.0f64;
     for pos in 0..ids.len() - 1 {

@@ -5,8 +5,6 @@
 use std::path::PathBuf;
 use std::time::Instant;
 
-use stampo_model::to_vec;
-
 #[derive(clap::Args)]
 pub struct Args {
     /// The model file.
@@ -57,12 +55,9 @@ pub fn run(args: &Args) -> Result<(), String> {
             chunk[0] = bos;
         }
         cache.reset();
-        let logits = to_vec(
-            model
-                .forward(&chunk, &mut cache, true)
-                .map_err(|e| e.to_string())?,
-        )
-        .map_err(|e| e.to_string())?;
+        let logits = model
+            .all_logits(&chunk, &mut cache)
+            .map_err(|e| e.to_string())?;
         for pos in ctx / 2..ctx - 1 {
             let row = &logits[pos * vocab..(pos + 1) * vocab];
             let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
