@@ -376,7 +376,10 @@ impl Transformer {
     /// - output: `[1, vocab]`, or `[tokens, vocab]` when `all`
     pub fn forward(&self, tokens: &[u32], cache: &mut Cache, all: bool) -> Result<Tensor<2>> {
         if all && !crate::device::is_cpu(&self.device()) {
-            let bytes = tokens.len() * self.vocab_size() * 4;
+            let bytes = tokens
+                .len()
+                .saturating_mul(self.vocab_size())
+                .saturating_mul(4);
             if bytes > MAX_PART_BYTES {
                 return Err(ModelError::OutputTooLarge {
                     tokens: tokens.len(),
@@ -398,8 +401,9 @@ impl Transformer {
         let hidden = self.forward_hidden(tokens, cache, true)?;
         let [rows, dim] = hidden.dims();
         let vocab = self.vocab_size();
-        let block = (MAX_PART_BYTES / (vocab * 4)).max(1);
-        let mut all = Vec::with_capacity(rows * vocab);
+        let block = (MAX_PART_BYTES / (vocab * 4).max(1)).max(1);
+        // (A product that overflows `usize`, on wasm32, fails as the vector grows.)
+        let mut all = Vec::with_capacity(rows.checked_mul(vocab).unwrap_or(0));
         for start in (0..rows).step_by(block) {
             let end = (start + block).min(rows);
             let part = hidden.clone().slice([start..end, 0..dim]);

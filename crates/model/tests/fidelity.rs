@@ -371,6 +371,11 @@ fn qwen2_wgpu_all() {
     );
 }
 
+/// Fails, measured 2026-12-06 (lavapipe, 25 minutes): everything but the perplexity holds (21
+/// of 640 steps disagree, all near-ties or where llama.cpp's variants part; top-20 within
+/// 1.33), and the perplexity is 11.9466 against llama.cpp's 11.8184, 1.08%, beyond the 1%
+/// (the CPU: 11.8953, 0.65%). Not the products' `f32` activations: rounding them to 8 bits
+/// before each product, as llama.cpp's CPU backend multiplies them, gave 11.9903 (1.46%).
 #[test]
 #[ignore = "12 to 26 minutes a model on lavapipe; CI runs the first prompts (gemma3_wgpu …)"]
 fn gemma3_wgpu_all() {
