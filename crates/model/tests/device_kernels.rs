@@ -127,6 +127,59 @@ fn wgpu_matmul_matches_the_reference() {
     check_matmul(&device, "wgpu", |magnitude, _| magnitude * 1e-5 + 1e-6);
 }
 
+/// Plain rows (F32, F16) whose width is not a multiple of 8 (20: the wgpu products' last
+/// `vec4` of activations lies past the row's last group of eight) or of 4 (13: activations
+/// read one at a time), on the wgpu device against the reference, for one token and a tile.
+#[test]
+fn wgpu_plain_rows_of_any_width_match_the_reference() {
+    let Some(device) = wgpu_device() else { return };
+    let mut rng = Rng(0x0dd);
+    for cols in [13usize, 20] {
+        for format in [QuantFormat::F32, QuantFormat::F16] {
+            let bytes = random_matrix(format, ROWS, cols, &mut rng);
+            let layout = QuantLayout {
+                format,
+                rows: ROWS,
+                cols,
+            };
+            let layer =
+                QLinear::from_bytes("test", &bytes, None, layout, &device).expect("shape matches");
+            let row_bytes = format.row_bytes(cols).expect("plain rows");
+            let reference: Vec<Vec<f32>> = bytes
+                .chunks_exact(row_bytes)
+                .map(|row| {
+                    let mut out = Vec::new();
+                    dequantize_row(format, row, cols, &mut out);
+                    out
+                })
+                .collect();
+            for tokens in [1, TOKENS] {
+                let x: Vec<f32> = (0..tokens * cols).map(|_| rng.float()).collect();
+                let input =
+                    Tensor::<2>::from_data(TensorData::new(x.clone(), [tokens, cols]), &device);
+                let got = to_vec(layer.forward(input)).expect("readback");
+                assert_eq!(got.len(), tokens * ROWS);
+                for t in 0..tokens {
+                    let xt = &x[t * cols..(t + 1) * cols];
+                    for (r, w) in reference.iter().enumerate() {
+                        let want: f64 = w.iter().zip(xt).map(|(&a, &b)| f64::from(a * b)).sum();
+                        let magnitude: f64 = w
+                            .iter()
+                            .zip(xt)
+                            .map(|(&a, &b)| f64::from((a * b).abs()))
+                            .sum();
+                        let got = f64::from(got[t * ROWS + r]);
+                        assert!(
+                            (got - want).abs() <= magnitude * 1e-5 + 1e-6,
+                            "{format} {cols} wide, {tokens} tokens, token {t} row {r}: {got} vs {want}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn wgpu_rows_match_the_reference() {
     let Some(device) = wgpu_device() else { return };
