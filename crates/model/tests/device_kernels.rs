@@ -35,6 +35,16 @@ fn reference_rows(format: QuantFormat, bytes: &[u8]) -> Vec<Vec<f32>> {
         .collect()
 }
 
+/// `w · x` in `f64` from the `f32` products, and `Σ|w·x|` (what the tolerances scale with).
+fn reference_dot(w: &[f32], x: &[f32]) -> (f64, f64) {
+    w.iter()
+        .zip(x)
+        .fold((0.0, 0.0), |(sum, magnitude), (&a, &b)| {
+            let p = f64::from(a * b);
+            (sum + p, magnitude + p.abs())
+        })
+}
+
 /// The matrix as a layer, in parts of 30 rows: the row ranges a large matrix is split into
 /// (Gemma 3's embedding) are exercised on every format.
 fn layer(format: QuantFormat, bytes: &[u8], device: &Device) -> QLinear {
@@ -64,12 +74,7 @@ fn check_matmul(device: &Device, name: &str, tolerance: impl Fn(f64, f64) -> f64
             let xt = &x[t * COLS..(t + 1) * COLS];
             let max_x = xt.iter().fold(0.0f64, |m, &v| m.max(f64::from(v.abs())));
             for (r, w) in reference.iter().enumerate() {
-                let want: f64 = w.iter().zip(xt).map(|(&a, &b)| f64::from(a * b)).sum();
-                let magnitude: f64 = w
-                    .iter()
-                    .zip(xt)
-                    .map(|(&a, &b)| f64::from((a * b).abs()))
-                    .sum();
+                let (want, magnitude) = reference_dot(w, xt);
                 let got = f64::from(got[t * ROWS + r]);
                 let allowed = tolerance(
                     magnitude,
@@ -162,12 +167,7 @@ fn wgpu_plain_rows_of_any_width_match_the_reference() {
                 for t in 0..tokens {
                     let xt = &x[t * cols..(t + 1) * cols];
                     for (r, w) in reference.iter().enumerate() {
-                        let want: f64 = w.iter().zip(xt).map(|(&a, &b)| f64::from(a * b)).sum();
-                        let magnitude: f64 = w
-                            .iter()
-                            .zip(xt)
-                            .map(|(&a, &b)| f64::from((a * b).abs()))
-                            .sum();
+                        let (want, magnitude) = reference_dot(w, xt);
                         let got = f64::from(got[t * ROWS + r]);
                         assert!(
                             (got - want).abs() <= magnitude * 1e-5 + 1e-6,
