@@ -18,6 +18,11 @@ set -uo pipefail
 
 MODELS=(SmolLM2-135M-Instruct.Q4_1 qwen2.5-coder-0.5b-instruct-q4_k_m gemma-3-270m-q4_k_m)
 
+# Decompresses the xz file $1 into $2 with Python's lzma.
+unxz_to() {
+    python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" "$1" "$2"
+}
+
 prepare() {
     set -e
     # shellcheck source=/dev/null
@@ -54,11 +59,9 @@ run() {
     local bin=/tmp/stampo-bin
     mkdir -p $bin /tmp/models
     for b in bench kernel_bandwidth device_kernels fused_kernels; do
-        python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
-            ".dev/$b.xz" "$bin/$b" && chmod +x "$bin/$b"
+        unxz_to ".dev/$b.xz" "$bin/$b" && chmod +x "$bin/$b"
     done
-    python3 -c "import lzma,sys; open(sys.argv[2],'wb').write(lzma.open(sys.argv[1]).read())" \
-        .dev/miniature.gguf.xz /tmp/models/miniature.gguf
+    unxz_to .dev/miniature.gguf.xz /tmp/models/miniature.gguf
     for m in "${MODELS[@]}"; do
         python3 bench/model/skeleton.py expand ".dev/$m.skel" "/tmp/models/$m.gguf"
     done

@@ -376,14 +376,12 @@ impl Transformer {
     /// - output: `[1, vocab]`, or `[tokens, vocab]` when `all`
     pub fn forward(&self, tokens: &[u32], cache: &mut Cache, all: bool) -> Result<Tensor<2>> {
         if all && !crate::device::is_cpu(&self.device()) {
-            let bytes = tokens
-                .len()
-                .saturating_mul(self.vocab_size())
-                .saturating_mul(4);
+            let vocab = self.vocab_size();
+            let bytes = tokens.len().saturating_mul(vocab).saturating_mul(4);
             if bytes > MAX_PART_BYTES {
                 return Err(ModelError::OutputTooLarge {
                     tokens: tokens.len(),
-                    vocab: self.vocab_size(),
+                    vocab,
                     bytes,
                     limit: MAX_PART_BYTES,
                 });

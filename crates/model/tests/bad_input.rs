@@ -3,10 +3,11 @@
 //! a token outside the vocabulary.
 //!
 //! Each case edits one thing in a tiny, valid `llama` file built with `stampo-gguf`'s writer.
-//! Every position's logits asked of the wgpu device in one buffer larger than it holds are
-//! refused by name, and come block by block from `Transformer::all_logits`.
 //! Both ways of loading give the same error: from the whole file, and from tensors staged on
 //! the device one by one with only the header kept (a streamed download).
+//!
+//! Every position's logits asked of the wgpu device in one buffer larger than it holds are
+//! refused by name, and come block by block from `Transformer::all_logits`.
 
 mod common;
 

@@ -22,14 +22,14 @@ const COLS: usize = 512;
 /// More than one tile of the wgpu matmul (8 tokens), the last one partial.
 const TOKENS: usize = 11;
 
-/// Every row of the matrix, dequantised by the reference.
-fn reference_rows(format: QuantFormat, bytes: &[u8]) -> Vec<Vec<f32>> {
-    let row_bytes = format.row_bytes(COLS).expect("whole blocks");
+/// Every row of the matrix (rows of `cols` values), dequantised by the reference.
+fn reference_rows(format: QuantFormat, bytes: &[u8], cols: usize) -> Vec<Vec<f32>> {
+    let row_bytes = format.row_bytes(cols).expect("whole blocks");
     bytes
         .chunks_exact(row_bytes)
         .map(|row| {
             let mut out = Vec::new();
-            dequantize_row(format, row, COLS, &mut out);
+            dequantize_row(format, row, cols, &mut out);
             out
         })
         .collect()
@@ -66,7 +66,7 @@ fn check_matmul(device: &Device, name: &str, tolerance: impl Fn(f64, f64) -> f64
     for format in QuantFormat::ALL {
         let bytes = random_matrix(format, ROWS, COLS, &mut rng);
         let x: Vec<f32> = (0..TOKENS * COLS).map(|_| rng.float()).collect();
-        let reference = reference_rows(format, &bytes);
+        let reference = reference_rows(format, &bytes, COLS);
         let input = Tensor::<2>::from_data(TensorData::new(x.clone(), [TOKENS, COLS]), device);
         let got = to_vec(layer(format, &bytes, device).forward(input)).expect("readback");
         assert_eq!(got.len(), TOKENS * ROWS);
@@ -95,7 +95,7 @@ fn check_rows(device: &Device, name: &str) {
     let ids = [5u32, 0, 66, 5, 31, 30, 29, 60];
     for format in QuantFormat::ALL {
         let bytes = random_matrix(format, ROWS, COLS, &mut rng);
-        let reference = reference_rows(format, &bytes);
+        let reference = reference_rows(format, &bytes, COLS);
         let got = to_vec(layer(format, &bytes, device).rows_of(&ids)).expect("readback");
         for (i, &id) in ids.iter().enumerate() {
             for (c, want) in reference[id as usize].iter().enumerate() {
@@ -149,15 +149,7 @@ fn wgpu_plain_rows_of_any_width_match_the_reference() {
             };
             let layer =
                 QLinear::from_bytes("test", &bytes, None, layout, &device).expect("shape matches");
-            let row_bytes = format.row_bytes(cols).expect("plain rows");
-            let reference: Vec<Vec<f32>> = bytes
-                .chunks_exact(row_bytes)
-                .map(|row| {
-                    let mut out = Vec::new();
-                    dequantize_row(format, row, cols, &mut out);
-                    out
-                })
-                .collect();
+            let reference = reference_rows(format, &bytes, cols);
             for tokens in [1, TOKENS] {
                 let x: Vec<f32> = (0..tokens * cols).map(|_| rng.float()).collect();
                 let input =

@@ -272,15 +272,14 @@ fn accumulate<N: Size>(
                 let mut dot = 0.0f32;
                 #[unroll]
                 for v in 0..comptime!(8 / width) {
-                    // Past `cols` (plain formats) the weight is 0 but x may not exist.
+                    // Past `cols` (plain formats) the weight is 0 but x may not exist; a
+                    // vector that starts inside the row ends inside it (`cols` is a multiple
+                    // of the width).
                     if k * 8 + v * width < cols {
                         let xs = x[(at + v) as usize];
                         #[unroll]
                         for j in 0..width {
-                            let i = v * width + j;
-                            if k * 8 + i < cols {
-                                dot += w[i as usize] * xs.extract(j as usize);
-                            }
+                            dot += w[(v * width + j) as usize] * xs.extract(j as usize);
                         }
                     }
                 }
