@@ -13,13 +13,15 @@
 //!   which multiplies unrounded `f32` activations, `WGPU_STEP_FACTOR` times as many);
 //! - the 20 largest logits at the first generated position are no further from the fixture's
 //!   than the furthest variant's (on wgpu, within `WGPU_LOGIT_TOLERANCE`);
-//! - the perplexity of a fixed text is within 1% of llama.cpp's.
 //!
-//! One test body runs per (model, device) pair, listed in `fidelity_tests!` below.
+//! And the perplexity of `tests/fixtures/model/perplexity.txt`, as llama.cpp's `perplexity`
+//! computes it in chunks of 512 tokens, is within 1% of llama.cpp's (`perplexity.py`). The
+//! fixtures' 134-token text is too short for that: llama.cpp's own variants spread up to 1.2%
+//! on it; on the 2,100 tokens (1,020 scored) of `perplexity.txt` up to 0.6%.
 
 mod common;
 
-use common::{argmax, fixture, model_bytes, self_agreement, wgpu_device};
+use common::{argmax, fixture, model_bytes, perplexity_reference, self_agreement, wgpu_device};
 use stampo_gguf::Gguf;
 use stampo_model::{DeviceKind, LoadOptions, Transformer, to_vec};
 
@@ -172,13 +174,12 @@ fn check_fidelity(file: &str, device: DeviceKind, walk: Walk, prompts: usize) {
     );
     for (name, v) in yardstick.variants() {
         println!(
-            "  llama.cpp {name}: {} steps disagree, top-20 within {:.4}, perplexity {:.4}",
+            "  llama.cpp {name}: {} steps disagree, top-20 within {:.4}",
             v.disagreements
                 .iter()
                 .filter(|d| d.prompt < prompts.len())
                 .count(),
             v.top20_max_abs,
-            v.perplexity
         );
     }
     for d in &disagreements {
@@ -190,20 +191,6 @@ fn check_fidelity(file: &str, device: DeviceKind, walk: Walk, prompts: usize) {
             d.theirs,
             d.gap
                 .map_or("> NEAR_TIE".to_string(), |g| format!("{g:.3}"))
-        );
-    }
-    // Perplexity over the fixed text, one window, every position after the first scored;
-    // with the full walk only (it is another 130-token pass). Measured before any assertion,
-    // so that a failing run still reports everything.
-    let full = prompts.len() == fx.prompts.len();
-    let ppl = full.then(|| {
-        let ppl = perplexity(&model, &mut cache, &fx.perplexity.ids);
-        (ppl, (ppl - fx.perplexity.ppl).abs() / fx.perplexity.ppl)
-    });
-    if let Some((ppl, rel)) = ppl {
-        println!(
-            "{file}: perplexity {ppl:.4} vs llama.cpp {:.4} (relative difference {rel:.5})",
-            fx.perplexity.ppl
         );
     }
     let beyond: Vec<_> = disagreements
@@ -239,29 +226,65 @@ fn check_fidelity(file: &str, device: DeviceKind, walk: Walk, prompts: usize) {
         max_abs <= tolerance,
         "top-20 logits differ by up to {max_abs} (tolerance {tolerance})"
     );
-
-    if let Some((ppl, rel)) = ppl {
-        assert!(
-            rel <= PERPLEXITY_TOLERANCE,
-            "perplexity {ppl} vs llama.cpp {}",
-            fx.perplexity.ppl
-        );
-    }
 }
 
-/// Perplexity of `ids` as llama.cpp's `perplexity` computes it over one window.
-fn perplexity(model: &Transformer, cache: &mut stampo_model::Cache, ids: &[u32]) -> f64 {
-    cache.reset();
-    let all = model.all_logits(ids, cache).expect("perplexity forward");
+/// Checks that model `file`'s perplexity of `perplexity.txt` on `device` is within
+/// `PERPLEXITY_TOLERANCE` of llama.cpp's: the fixture's chunks, each from an empty cache, the
+/// second half of each scored, as llama.cpp's `perplexity` does.
+fn check_perplexity(file: &str, device: DeviceKind) {
+    let Some(bytes) = model_bytes(file) else {
+        return;
+    };
+    let Some((reference, features)) = perplexity_reference(file) else {
+        return;
+    };
+    let gguf = Gguf::parse(&bytes).expect("model parses");
+    let device = if device == DeviceKind::Wgpu {
+        let Some(device) = wgpu_device() else { return };
+        device
+    } else {
+        device.device().expect("cpu device")
+    };
+    let ctx = reference.chunks[0].len();
+    let model =
+        Transformer::load(&gguf, &device, LoadOptions { context: ctx }).expect("model loads");
+    let mut cache = model.new_cache();
     let vocab = model.vocab_size();
-    let mut nll = 0.0f64;
-    for pos in 0..ids.len() - 1 {
-        let row = &all[pos * vocab..(pos + 1) * vocab];
-        let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
-        let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
-        nll -= row[ids[pos + 1] as usize] as f64 - max - sum.ln();
+    let (mut nll, mut count) = (0.0f64, 0usize);
+    for chunk in &reference.chunks {
+        cache.reset();
+        let all = model
+            .all_logits(chunk, &mut cache)
+            .expect("perplexity forward");
+        for pos in ctx / 2..ctx - 1 {
+            let row = &all[pos * vocab..(pos + 1) * vocab];
+            let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
+            let sum: f64 = row.iter().map(|&v| (v as f64 - max).exp()).sum();
+            nll -= row[chunk[pos + 1] as usize] as f64 - max - sum.ln();
+            count += 1;
+        }
     }
-    (nll / (ids.len() - 1) as f64).exp()
+    let ppl = (nll / count as f64).exp();
+    let rel = (ppl - reference.ppl).abs() / reference.ppl;
+    println!(
+        "{file}: perplexity {ppl:.4} vs llama.cpp {:.4} ({:+.2}%, {count} tokens scored in {} chunks of {ctx})",
+        reference.ppl,
+        100.0 * (ppl / reference.ppl - 1.0),
+        reference.chunks.len()
+    );
+    for (name, theirs) in &reference.variants {
+        println!(
+            "  llama.cpp {name}, {features}: {theirs:.4} ({:+.2}%)",
+            100.0 * (theirs / reference.ppl - 1.0)
+        );
+    }
+    assert!(
+        rel <= PERPLEXITY_TOLERANCE,
+        "perplexity {ppl:.4} vs llama.cpp {:.4}: {:.2}% apart (tolerance {:.0}%)",
+        reference.ppl,
+        100.0 * rel,
+        100.0 * PERPLEXITY_TOLERANCE
+    );
 }
 
 // The CPU walks all 20 prompts as generation runs, in CI. Measured 2026-12-04 (teacher-forced
@@ -301,8 +324,44 @@ fn gemma3_cpu() {
     );
 }
 
+// Measured 2026-12-06 (perplexity.txt, 1,020 tokens scored): see each test's output; the
+// CPU in CI, the wgpu device (lavapipe: 2,048 tokens through a 262,144-token head take Gemma 3
+// half an hour) by hand.
+#[test]
+fn smollm2_cpu_perplexity() {
+    check_perplexity("SmolLM2-135M-Instruct.Q4_1.gguf", DeviceKind::Cpu);
+}
+
+#[test]
+fn qwen2_cpu_perplexity() {
+    check_perplexity("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", DeviceKind::Cpu);
+}
+
+#[test]
+fn gemma3_cpu_perplexity() {
+    check_perplexity("gemma-3-270m-q4_k_m.gguf", DeviceKind::Cpu);
+}
+
+#[test]
+#[ignore = "minutes on lavapipe (2,048 tokens)"]
+fn smollm2_wgpu_perplexity() {
+    check_perplexity("SmolLM2-135M-Instruct.Q4_1.gguf", DeviceKind::Wgpu);
+}
+
+#[test]
+#[ignore = "minutes on lavapipe (2,048 tokens)"]
+fn qwen2_wgpu_perplexity() {
+    check_perplexity("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", DeviceKind::Wgpu);
+}
+
+#[test]
+#[ignore = "minutes on lavapipe (2,048 tokens)"]
+fn gemma3_wgpu_perplexity() {
+    check_perplexity("gemma-3-270m-q4_k_m.gguf", DeviceKind::Wgpu);
+}
+
 // On lavapipe a 135M model prefills about 3 tokens a second, so CI walks the first
-// `WGPU_CI_PROMPTS` prompts in one batched pass each, without the perplexity; the `*_wgpu_all` tests walk all 20
+// `WGPU_CI_PROMPTS` prompts in one batched pass each; the `*_wgpu_all` tests walk all 20
 // (run with `cargo test -p stampo-model --test fidelity wgpu_all -- --ignored --nocapture`).
 const WGPU_CI_PROMPTS: usize = 2;
 

@@ -53,19 +53,11 @@ pub struct FixturePrompt {
     pub near: Vec<Vec<(u32, f32)>>,
 }
 
-/// Perplexity reference.
-#[derive(Debug, Deserialize)]
-pub struct FixturePerplexity {
-    pub ids: Vec<u32>,
-    pub ppl: f64,
-}
-
 /// A fixture written by `tests/fixtures/model/generate.py`.
 #[derive(Debug, Deserialize)]
 pub struct Fixture {
     pub model: String,
     pub prompts: Vec<FixturePrompt>,
-    pub perplexity: FixturePerplexity,
 }
 
 /// The fixture of model file `file` (`<stem>.json` beside `generate.py`), or `None` (after
@@ -94,6 +86,58 @@ pub fn fixture(file: &str) -> Option<Fixture> {
             None
         }
     }
+}
+
+/// llama.cpp's perplexity of `perplexity.txt` for one model (`perplexity.py`): the text in
+/// chunks of `ctx` tokens as llama.cpp's `perplexity` cuts them, and its perplexity under each
+/// of its variants on the machine that made the fixture.
+#[derive(Debug, Deserialize)]
+pub struct PerplexityReference {
+    pub chunks: Vec<Vec<u32>>,
+    /// The default variant's: the reference.
+    pub ppl: f64,
+    pub variants: std::collections::BTreeMap<String, f64>,
+}
+
+#[derive(Debug, Deserialize)]
+struct PerplexityFixture {
+    ctx: usize,
+    cpu_features: Vec<String>,
+    models: std::collections::BTreeMap<String, PerplexityReference>,
+}
+
+/// The perplexity reference of model `file` and the CPU features it was made with, with the
+/// same skip-or-fail rule as `fixture`.
+pub fn perplexity_reference(file: &str) -> Option<(PerplexityReference, String)> {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../tests/fixtures/model/perplexity.json");
+    let fixture: Option<PerplexityFixture> = std::fs::read_to_string(&path).ok().map(|text| {
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    });
+    let found = fixture.and_then(|mut f| {
+        let features = f.cpu_features.join(" ");
+        let reference = f.models.remove(file)?;
+        assert!(
+            reference.chunks.iter().all(|c| c.len() == f.ctx),
+            "{}: {file}'s chunks are not all {} tokens",
+            path.display(),
+            f.ctx
+        );
+        Some((reference, features))
+    });
+    if found.is_none() {
+        if std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() == Ok("1") {
+            panic!(
+                "no perplexity reference for {file} in {} and STAMPO_REQUIRE_FIXTURES=1",
+                path.display()
+            );
+        }
+        println!(
+            "SKIPPED: no perplexity reference for {file} in {} (run tests/fixtures/model/perplexity.py)",
+            path.display()
+        );
+    }
+    found
 }
 
 /// Index of the largest value (the first of equals, as numpy's `argmax`).
