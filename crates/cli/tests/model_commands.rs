@@ -1,5 +1,6 @@
 //! `stampo inspect`, `tokenize`, `detokenize` and `template`: on small files written by the
-//! test (always), and on SmolLM2 and Gemma 3 when the models are present.
+//! test (always); and those, `generate`, `run` and `perplexity` on SmolLM2 and Gemma 3 when the
+//! models are present.
 
 #![allow(clippy::unwrap_used, clippy::panic)]
 
@@ -230,6 +231,50 @@ fn generate_on_each_device() {
     let out = stampo(&args("tpu"));
     assert!(!out.status.success());
     assert!(text(&out.stderr).contains("tpu"), "{}", text(&out.stderr));
+}
+
+/// `stampo perplexity` cuts `tests/fixtures/model/perplexity.txt` as llama.cpp's perplexity
+/// does (Gemma 3 asks for a BOS: it starts the text and every chunk) and comes within 1% of
+/// llama.cpp's perplexity (`perplexity.json`, made by `perplexity.py`).
+#[test]
+fn perplexity_as_llama_cpp_cuts_the_text() {
+    let file = "gemma-3-270m-q4_k_m.gguf";
+    let Some(p) = model(file) else {
+        return;
+    };
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/model");
+    let reference: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(fixtures.join("perplexity.json")).unwrap())
+            .unwrap();
+    let reference = &reference["models"][file];
+    let text_file = fixtures.join("perplexity.txt");
+    let out = stampo(&[
+        "perplexity",
+        "-m",
+        p.to_str().unwrap(),
+        "-f",
+        text_file.to_str().unwrap(),
+        "--ctx",
+        "512",
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let tokens = reference["tokens"].as_u64().unwrap();
+    assert!(
+        text(&out.stderr).starts_with(&format!("{tokens} tokens, 4 chunks of 512")),
+        "llama.cpp counts {tokens} tokens: {}",
+        text(&out.stderr)
+    );
+    let stdout = text(&out.stdout);
+    let ppl: f64 = stdout
+        .strip_prefix("Final estimate: PPL = ")
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no perplexity in {stdout:?}"));
+    let theirs = reference["ppl"].as_f64().unwrap();
+    assert!(
+        (ppl - theirs).abs() / theirs <= 0.01,
+        "perplexity {ppl} vs llama.cpp {theirs}"
+    );
 }
 
 /// `stampo run --json` constrains a raw prompt as it does a chat (the constraint once went in

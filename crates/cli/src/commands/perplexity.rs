@@ -1,6 +1,7 @@
-//! `stampo perplexity`: llama.cpp's perplexity over a text file. The text is cut into chunks
-//! of `--ctx` tokens (BOS first when the model wants it, as llama.cpp does); in each chunk the
-//! tokens of the second half are scored given everything before them in the chunk.
+//! `stampo perplexity`: llama.cpp's perplexity over a text file. The text is tokenized once
+//! (BOS first when the model wants one) and cut into chunks of `--ctx` tokens, each chunk's
+//! first token replaced by BOS, as llama.cpp does; in each chunk the tokens of the second half
+//! are scored given everything before them in the chunk.
 
 use std::path::PathBuf;
 use std::time::Instant;
@@ -32,7 +33,8 @@ pub fn run(args: &Args) -> Result<(), String> {
         std::fs::read_to_string(&args.file).map_err(|e| format!("{}: {e}", args.file.display()))?;
     let (tok, model) = super::model_file::load_transformer(&args.model, &args.device, args.ctx)?;
     let ctx = args.ctx.min(model.new_cache().capacity());
-    let ids = tok.encode(&text, false, false);
+    // The BOS at the text's start shifts every chunk's boundary by one, as in llama.cpp.
+    let ids = tok.encode(&text, true, false);
     let available = ids.len() / ctx;
     let n_chunks = args.chunks.map_or(available, |c| c.min(available));
     if n_chunks == 0 {
