@@ -410,6 +410,26 @@ impl Transformer {
         Ok(all)
     }
 
+    /// One chunk of a perplexity run as llama.cpp's `perplexity` scores it: `chunk` from the
+    /// cache's current position (`reset` it first for llama.cpp's empty cache), and the natural
+    /// log-probability of each token of its second half given everything before it, i.e. of
+    /// `chunk[p + 1]` at positions `len / 2 .. len - 1` (the softmax summed in `f64`). Blocks on
+    /// reading back, as [`Transformer::all_logits`].
+    pub fn chunk_log_probs(&self, chunk: &[u32], cache: &mut Cache) -> Result<Vec<f64>> {
+        let all = self.all_logits(chunk, cache)?;
+        let vocab = self.vocab_size();
+        let scored = chunk.len() / 2..chunk.len().saturating_sub(1);
+        Ok(scored
+            .map(|pos| {
+                let row = &all[pos * vocab..(pos + 1) * vocab];
+                let max = f64::from(row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)));
+                let sum: f64 = row.iter().map(|&v| (f64::from(v) - max).exp()).sum();
+                // An id past the vocabulary was refused by the forward pass above.
+                f64::from(row[chunk[pos + 1] as usize]) - max - sum.ln()
+            })
+            .collect())
+    }
+
     /// As [`Transformer::forward`], up to the output head: the last token's final hidden
     /// state (every token's when `all`), normed, for [`Transformer::logits`] or
     /// [`Transformer::logits_of`].

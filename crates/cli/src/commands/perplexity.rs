@@ -47,7 +47,6 @@ pub fn run(args: &Args) -> Result<(), String> {
         "{} tokens, {n_chunks} chunks of {ctx}, scoring the second half of each",
         ids.len()
     );
-    let vocab = model.vocab_size();
     let mut cache = model.new_cache();
     let (mut nll, mut nll2, mut count) = (0.0f64, 0.0f64, 0usize);
     let t0 = Instant::now();
@@ -57,14 +56,10 @@ pub fn run(args: &Args) -> Result<(), String> {
             chunk[0] = bos;
         }
         cache.reset();
-        let logits = model
-            .all_logits(&chunk, &mut cache)
+        let log_probs = model
+            .chunk_log_probs(&chunk, &mut cache)
             .map_err(|e| e.to_string())?;
-        for pos in ctx / 2..ctx - 1 {
-            let row = &logits[pos * vocab..(pos + 1) * vocab];
-            let max = row.iter().fold(f32::NEG_INFINITY, |m, &v| m.max(v)) as f64;
-            let sum: f64 = row.iter().map(|&v| (f64::from(v) - max).exp()).sum();
-            let lp = f64::from(row[chunk[pos + 1] as usize]) - max - sum.ln();
+        for lp in log_probs {
             nll -= lp;
             nll2 += lp * lp;
             count += 1;
