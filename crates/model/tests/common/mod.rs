@@ -175,7 +175,6 @@ pub struct SelfAgreementRun {
 pub struct Variant {
     /// Largest |variant − fixture| on the first position's 20 largest logits.
     pub top20_max_abs: f32,
-    pub perplexity: f64,
     pub disagreements: Vec<SelfDisagreement>,
 }
 
