@@ -11,7 +11,9 @@
 # tensor's first blocks). The skeletons do the real model's work but their output is not text:
 # these runs measure speed, and the two tests check the kernels' arithmetic on that GPU. And a
 # miniature (the `miniature` example: SmolLM2's 30 layers and kernels at tiny widths), whose
-# decoding steps cost only their launches: the floor that launching alone sets.
+# decoding steps cost only their launches: the floor that launching alone sets. `bench` is built
+# with wgpu's noop backend (`--features stampo-model/noop`), so the same floor is also timed with
+# no driver and no GPU under it: the host's share alone (burn, CubeCL, wgpu-core).
 # Vulkan's loader comes from Debian's libvulkan1, unpacked from .gl/ (see the device tool's
 # notes); the driver is the machine's own.
 set -uo pipefail
@@ -28,8 +30,8 @@ prepare() {
     # shellcheck source=/dev/null
     source scripts/env.sh
     local target=$CARGO_TARGET_DIR
-    cargo build --release -p stampo-cli -p stampo-model --example kernel_bandwidth --example bench \
-        --example miniature
+    cargo build --release -p stampo-cli -p stampo-model --features stampo-model/noop \
+        --example kernel_bandwidth --example bench --example miniature
     cargo test --workspace --test device_kernels --test fused_kernels --no-run
     mkdir -p .dev
     rm -f .dev/*.xz
@@ -78,6 +80,10 @@ run() {
 
     echo "== the launch floor: a miniature with SmolLM2's kernels and nothing to compute"
     timeout 60 $bin/bench /tmp/models/miniature.gguf 16 256 wgpu 2>/dev/null | tee "$out/miniature.jsonl"
+
+    echo "== the host's floor: the miniature and SmolLM2 on wgpu's noop backend (launched, never run)"
+    timeout 60 $bin/bench /tmp/models/miniature.gguf 16 256 noop 2>/dev/null | tee "$out/noop.jsonl"
+    timeout 60 $bin/bench "/tmp/models/${MODELS[0]}.gguf" 128 128 noop 2>/dev/null | tee -a "$out/noop.jsonl"
 
     echo "== models (skeletons): wgpu, then the CPU with 16 threads"
     : >"$out/models.jsonl"

@@ -1,8 +1,10 @@
 //! Prefill and decode speed of one model on one device, printed as one JSON line.
 //!
-//! `cargo run --release -p stampo-model --example bench -- MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu]`
-//! (threads: `STAMPO_THREADS`). Token ids are a fixed deterministic sequence inside the
-//! vocabulary, so runs are comparable; `bench/model/bench.py` runs llama.cpp on the same ids.
+//! `cargo run --release -p stampo-model --example bench -- MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu|noop]`
+//! (threads: `STAMPO_THREADS`). `noop` (built with `--features noop`) is the wgpu device on
+//! wgpu's noop backend: every launch made as on a GPU, no kernel run, so its speeds are the
+//! host's ceiling, not a model's (`device::noop_wgpu_device`). Token ids are a fixed
+//! deterministic sequence inside the vocabulary, so runs are comparable; `bench/model/bench.py` runs llama.cpp on the same ids.
 //! A warm-up (the same prefill and one step, `warmup_s`) runs first and is not counted: on
 //! the wgpu device it compiles the kernels.
 
@@ -33,18 +35,22 @@ fn main() -> Result<()> {
     keep_freed_memory_a_while();
     let args: Vec<String> = std::env::args().collect();
     let Some(path) = args.get(1) else {
-        eprintln!("usage: bench MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu]");
+        eprintln!("usage: bench MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu|noop]");
         std::process::exit(2);
     };
     let prefill: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(128);
     let decode: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(64);
-    let kind = DeviceKind::parse(args.get(4).map_or("cpu", String::as_str))?;
+    let device_name = args.get(4).map_or("cpu", String::as_str);
     let bytes = std::fs::read(path).map_err(|e| stampo_model::ModelError::Readback {
         what: "model file",
         reason: e.to_string(),
     })?;
     let gguf = Gguf::parse(&bytes)?;
-    let device = kind.device()?;
+    let device = match device_name {
+        #[cfg(feature = "noop")]
+        "noop" => stampo_model::device::noop_wgpu_device()?,
+        name => DeviceKind::parse(name)?.device()?,
+    };
     let t0 = Instant::now();
     let model = Transformer::load(
         &gguf,
@@ -86,7 +92,6 @@ fn main() -> Result<()> {
             .fold(0, |b, (i, &v)| if v > logits[b] { i } else { b }) as u32;
     }
     let decode_s = t2.elapsed().as_secs_f64();
-    let device_name = format!("{kind:?}").to_lowercase();
     println!(
         "{{\"model\":{:?},\"device\":{:?},\"threads\":{},\"load_s\":{load_s:.3},\"warmup_s\":{warmup_s:.3},\"prefill_tokens\":{prefill},\"prefill_tok_s\":{:.2},\"decode_tokens\":{decode},\"decode_tok_s\":{:.2},\"weight_bytes\":{},\"gguf_tensor_bytes\":{}}}",
         path,

@@ -93,3 +93,113 @@ fn wgpu_device() -> Result<Device> {
         .clone()
         .map_err(|e| ModelError::DeviceUnavailable(format!("wgpu ({e})")))
 }
+
+/// A wgpu device on wgpu's *noop* backend, for measuring the host's share of a step: every
+/// kernel launch goes through burn, CubeCL and wgpu-core as on a GPU (pipelines, bind groups,
+/// the memory pool, submissions), but no kernel runs; buffers are host memory, so reads come
+/// back (as zeros or whatever was written) and nothing waits on a device. A decoding step's
+/// time there is the launch floor a GPU cannot go below, less the driver's own work.
+///
+/// The adapter states WebGPU's default limits (as a browser grants) with 16 storage buffers a
+/// stage, and no optional features, as Chrome on Linux (no `shader-f16`). Outputs are not a
+/// model's: use it for timing only. Like [`DeviceKind::device`], one per process.
+#[cfg(all(feature = "noop", not(target_family = "wasm")))]
+pub fn noop_wgpu_device() -> Result<Device> {
+    use burn::tensor::wgpu::{WgpuSetup, wgpu};
+    static DEVICE: std::sync::OnceLock<std::result::Result<Device, String>> =
+        std::sync::OnceLock::new();
+    let make = || -> std::result::Result<Device, String> {
+        let limits = wgpu::Limits {
+            max_storage_buffers_per_shader_stage: 16,
+            ..wgpu::Limits::default()
+        };
+        let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+        desc.backends = wgpu::Backends::NOOP;
+        desc.backend_options.noop = wgpu::NoopBackendOptions {
+            enable: true,
+            limits: Some(limits.clone()),
+            features: Some(wgpu::Features::empty()),
+            ..Default::default()
+        };
+        let instance = wgpu::Instance::new(desc);
+        let adapter = ready_now(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))?
+            .map_err(|e| e.to_string())?;
+        let (device, queue) = ready_now(adapter.request_device(&wgpu::DeviceDescriptor {
+            label: Some("stampo noop"),
+            required_features: wgpu::Features::empty(),
+            required_limits: limits,
+            ..Default::default()
+        }))?
+        .map_err(|e| e.to_string())?;
+        let setup = WgpuSetup {
+            instance,
+            adapter,
+            device,
+            queue,
+            backend: wgpu::Backend::Noop,
+        };
+        Device::wgpu_options()
+            .setup(setup)
+            .init()
+            .map_err(|e| e.to_string())
+    };
+    DEVICE
+        .get_or_init(make)
+        .clone()
+        .map_err(|e| ModelError::DeviceUnavailable(format!("wgpu noop ({e})")))
+}
+
+/// The output of a future that native wgpu resolves at once (adapter and device requests):
+/// polled once, with no executor.
+#[cfg(all(feature = "noop", not(target_family = "wasm")))]
+fn ready_now<F: std::future::IntoFuture>(future: F) -> std::result::Result<F::Output, String> {
+    let mut future = std::pin::pin!(future.into_future());
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut cx) {
+        std::task::Poll::Ready(out) => Ok(out),
+        std::task::Poll::Pending => Err("a wgpu request did not resolve at once".to_string()),
+    }
+}
+
+/// Runs `work` (a forward pass: many kernel launches) where the device's launches are
+/// cheapest, and returns its result.
+///
+/// Natively, CubeCL serves a wgpu device from a thread of its own, and every launch from
+/// another thread is a task handed over through a queue of 32 whose sender spins (up to half
+/// a million turns) while the queue is full. A decoding step launches hundreds of kernels, so
+/// the caller spun through most of the step on a core the device thread needed: on two cores
+/// the host's work of a step took 30 times as long (bench/README.md, "Launches from the
+/// device's own thread"). On that thread the launches run inline, with no hand-over and no
+/// spinning; CubeCL's `exclusive` runs `work` there. On the CPU device, and in wasm (where
+/// CubeCL has no device thread), `work` runs here. A panic in `work` goes on unwinding here.
+#[cfg(not(target_family = "wasm"))]
+pub fn on_device_thread<R: Send + 'static>(
+    device: &Device,
+    work: impl FnOnce() -> Result<R> + Send,
+) -> Result<R> {
+    #[cfg(feature = "wgpu")]
+    if let burn::backend::DispatchDevice::Cube(cube) = device.as_dispatch() {
+        use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+        return match cube
+            .client()
+            .exclusive(move || catch_unwind(AssertUnwindSafe(work)))
+        {
+            Ok(Ok(result)) => result,
+            Ok(Err(panic)) => resume_unwind(panic),
+            Err(e) => Err(ModelError::DeviceLost {
+                reason: match e {
+                    cubecl::server::ServerError::Generic { reason, .. } => reason,
+                    other => other.to_string(),
+                },
+            }),
+        };
+    }
+    let _ = device;
+    work()
+}
+
+/// See the native [`on_device_thread`]: in wasm, `work` runs here.
+#[cfg(target_family = "wasm")]
+pub fn on_device_thread<R>(_device: &Device, work: impl FnOnce() -> Result<R>) -> Result<R> {
+    work()
+}

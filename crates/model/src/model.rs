@@ -442,6 +442,12 @@ impl Transformer {
         cache: &mut Cache,
         all: bool,
     ) -> Result<Tensor<2>> {
+        // Hundreds of launches: from the device's own thread (see `on_device_thread`).
+        crate::device::on_device_thread(&self.device(), || self.run_layers(tokens, cache, all))
+    }
+
+    /// [`Transformer::forward_hidden`]'s work, on whichever thread calls it.
+    fn run_layers(&self, tokens: &[u32], cache: &mut Cache, all: bool) -> Result<Tensor<2>> {
         let n = tokens.len();
         if n == 0 {
             return Err(ModelError::EmptyInput);
