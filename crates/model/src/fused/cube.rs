@@ -387,10 +387,16 @@ fn gated_kernel(gate: &[f32], up: &[f32], out: &mut [f32], len: u32, #[comptime]
     }
 }
 
-/// `cache` to be written: in place when this is the only handle on a contiguous buffer (the
-/// cache between steps); otherwise a copy, so no other tensor sees the write.
+/// `cache` to be written: in place when this is the only handle on it and it lies in memory
+/// order (the cache between steps); otherwise a copy, so no other tensor sees the write.
+///
+/// Not burn's `is_contiguous_buffer`, which also asks the buffer to be exactly the tensor's
+/// bytes: buffers come in units of the device's alignment (256 bytes under WebGPU's default
+/// limits), so a cache of another size (the miniature's, 32 values a head at an odd capacity)
+/// was copied at every step there, a launch and an allocation a layer. A binding starts at the
+/// tensor's first value, and the kernels index below its length: the padding is never reached.
 pub(super) fn writable(cache: CubeTensor) -> CubeTensor {
-    if cache.can_mut() && cache.is_contiguous_buffer() {
+    if cache.can_mut() && cache.is_contiguous() {
         cache
     } else {
         into_contiguous(cache).copy()
@@ -635,5 +641,53 @@ impl FusedOps for Cube {
             );
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The memory a tensor's handle points at (taken without keeping a second handle on it).
+    fn memory_of(t: &CubeTensor) -> impl PartialEq + std::fmt::Debug + use<> {
+        t.handle.clone().binding().claim_key()
+    }
+
+    /// A cache in a buffer longer than its values, as WebGPU's 256-byte units give the
+    /// miniature's (1 head, an odd capacity, 32 values: 1,408 bytes in 1,536). It was copied at
+    /// every write; it is written where it lies.
+    #[test]
+    fn an_unshared_cache_is_written_in_place_in_a_longer_buffer() {
+        let device = match crate::DeviceKind::Wgpu.device() {
+            Ok(device) => device,
+            Err(e) => {
+                assert!(
+                    std::env::var("STAMPO_REQUIRE_WGPU").as_deref() != Ok("1"),
+                    "STAMPO_REQUIRE_WGPU=1 but {e}"
+                );
+                println!("SKIPPED the wgpu device: {e}");
+                return;
+            }
+        };
+        let burn::backend::DispatchDevice::Cube(cube) = device.as_dispatch() else {
+            unreachable!("the wgpu device is a CubeCL one")
+        };
+        let client = cube.client();
+        let buffer = client.empty(1536);
+        let cache = CubeTensor::new_contiguous(
+            client,
+            cube.clone(),
+            Shape::new([1, 11, 32]),
+            buffer,
+            DType::F32,
+        );
+        let before = memory_of(&cache);
+        let written = writable(cache);
+        assert_eq!(memory_of(&written), before, "copied");
+
+        // A second handle on it: the write must not show through that one.
+        let shared = written.clone();
+        let copy = writable(written);
+        assert_ne!(memory_of(&copy), memory_of(&shared));
     }
 }
