@@ -81,6 +81,14 @@ run() {
     echo "== the launch floor: a miniature with SmolLM2's kernels and nothing to compute"
     timeout 60 $bin/bench /tmp/models/miniature.gguf 16 256 wgpu 2>/dev/null | tee "$out/miniature.jsonl"
 
+    echo "== launches from the device's thread (default) against handed over one by one (STAMPO_WGPU_INLINE=0)"
+    for inline in 1 0 1 0; do
+        for m in miniature "${MODELS[0]}"; do
+            echo "{\"inline\":$inline}"
+            STAMPO_WGPU_INLINE=$inline timeout 60 $bin/bench "/tmp/models/$m.gguf" 128 128 wgpu 2>/dev/null
+        done
+    done | tee "$out/inline.jsonl"
+
     echo "== the host's floor: the miniature and SmolLM2 on wgpu's noop backend (launched, never run)"
     timeout 60 $bin/bench /tmp/models/miniature.gguf 16 256 noop 2>/dev/null | tee "$out/noop.jsonl"
     timeout 60 $bin/bench "/tmp/models/${MODELS[0]}.gguf" 128 128 noop 2>/dev/null | tee -a "$out/noop.jsonl"

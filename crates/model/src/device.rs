@@ -167,18 +167,23 @@ fn ready_now<F: std::future::IntoFuture>(future: F) -> std::result::Result<F::Ou
 /// Natively, CubeCL serves a wgpu device from a thread of its own, and every launch from
 /// another thread is a task handed over through a queue of 32 whose sender spins (up to half
 /// a million turns) while the queue is full. A decoding step launches hundreds of kernels, so
-/// the caller spun through most of the step on a core the device thread needed: on two cores
-/// the host's work of a step took 30 times as long (bench/README.md, "Launches from the
-/// device's own thread"). On that thread the launches run inline, with no hand-over and no
-/// spinning; CubeCL's `exclusive` runs `work` there. On the CPU device, and in wasm (where
-/// CubeCL has no device thread), `work` runs here. A panic in `work` goes on unwinding here.
+/// the caller spun through most of the step, on a core the device thread needed whenever the
+/// cores were busy: on two loaded cores the host's work of a step took ten times as long
+/// (bench/README.md, "Launches from the device's own thread"). On that thread the launches run
+/// inline, with no hand-over and no spinning; CubeCL's `exclusive` runs `work` there. With a
+/// core to spare the hand-over overlaps the caller's share of a launch with the device
+/// thread's, and was 4-10% faster on an idle machine; `STAMPO_WGPU_INLINE=0` keeps it, to
+/// measure both on a GPU's host. On the CPU device, and in wasm (where CubeCL has no device
+/// thread), `work` runs here. A panic in `work` goes on unwinding here.
 #[cfg(not(target_family = "wasm"))]
 pub fn on_device_thread<R: Send + 'static>(
     device: &Device,
     work: impl FnOnce() -> Result<R> + Send,
 ) -> Result<R> {
     #[cfg(feature = "wgpu")]
-    if let burn::backend::DispatchDevice::Cube(cube) = device.as_dispatch() {
+    if let burn::backend::DispatchDevice::Cube(cube) = device.as_dispatch()
+        && inline_launches()
+    {
         use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
         return match cube
             .client()
@@ -196,6 +201,14 @@ pub fn on_device_thread<R: Send + 'static>(
     }
     let _ = device;
     work()
+}
+
+/// Whether [`on_device_thread`] moves work to the device's thread: unless
+/// `STAMPO_WGPU_INLINE=0`, read once.
+#[cfg(all(feature = "wgpu", not(target_family = "wasm")))]
+fn inline_launches() -> bool {
+    static INLINE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *INLINE.get_or_init(|| std::env::var("STAMPO_WGPU_INLINE").as_deref() != Ok("0"))
 }
 
 /// See the native [`on_device_thread`]: in wasm, `work` runs here.
