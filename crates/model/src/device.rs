@@ -168,12 +168,12 @@ fn ready_now<F: std::future::IntoFuture>(future: F) -> std::result::Result<F::Ou
 /// another thread is a task handed over through a queue of 32 whose sender spins (up to half
 /// a million turns) while the queue is full. A decoding step launches hundreds of kernels, so
 /// the caller spun through most of the step, on a core the device thread needed whenever the
-/// cores were busy: on two loaded cores the host's work of a step took ten times as long
-/// (bench/README.md, "Launches from the device's own thread"). On that thread the launches run
-/// inline, with no hand-over and no spinning; CubeCL's `exclusive` runs `work` there. With a
-/// core to spare the hand-over overlaps the caller's share of a launch with the device
-/// thread's, and was 4-10% faster on an idle machine; `STAMPO_WGPU_INLINE=0` keeps it, to
-/// measure both on a GPU's host. On the CPU device, and in wasm (where CubeCL has no device
+/// cores were busy: on two cores with a build beside it the host's work of a step took up to
+/// 35 times as long (bench/README.md, "Launches from the device's own thread"). On that
+/// thread the launches run inline, with no hand-over and no spinning; CubeCL's `exclusive`
+/// runs `work` there. With a core to spare the hand-over overlaps the caller's share of a
+/// launch with the device thread's, and was 4-10% faster on an idle machine;
+/// `STAMPO_WGPU_INLINE=0` keeps it, to measure both on a GPU's host. On the CPU device, and in wasm (where CubeCL has no device
 /// thread), `work` runs here. A panic in `work` goes on unwinding here.
 #[cfg(not(target_family = "wasm"))]
 pub fn on_device_thread<R: Send + 'static>(
