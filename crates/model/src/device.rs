@@ -173,8 +173,9 @@ fn ready_now<F: std::future::IntoFuture>(future: F) -> std::result::Result<F::Ou
 /// thread the launches run inline, with no hand-over and no spinning; CubeCL's `exclusive`
 /// runs `work` there. With a core to spare the hand-over overlaps the caller's share of a
 /// launch with the device thread's, and was 4-10% faster on an idle machine;
-/// `STAMPO_WGPU_INLINE=0` keeps it, to measure both on a GPU's host. On the CPU device, and in wasm (where CubeCL has no device
-/// thread), `work` runs here. A panic in `work` goes on unwinding here.
+/// `STAMPO_WGPU_INLINE=0` keeps it, to measure both on a GPU's host. On the CPU device, and
+/// in wasm (where CubeCL has no device thread), `work` runs here. A panic in `work` goes on
+/// unwinding here.
 #[cfg(not(target_family = "wasm"))]
 pub fn on_device_thread<R: Send + 'static>(
     device: &Device,
