@@ -4,9 +4,9 @@
 //! (threads: `STAMPO_THREADS`). `noop` (built with `--features noop`) is the wgpu device on
 //! wgpu's noop backend: every launch made as on a GPU, no kernel run, so its speeds are the
 //! host's ceiling, not a model's (`device::noop_wgpu_device`). Token ids are a fixed
-//! deterministic sequence inside the vocabulary, so runs are comparable; `bench/model/bench.py` runs llama.cpp on the same ids.
-//! A warm-up (the same prefill and one step, `warmup_s`) runs first and is not counted: on
-//! the wgpu device it compiles the kernels.
+//! deterministic sequence inside the vocabulary, so runs are comparable; `bench/model/bench.py`
+//! runs llama.cpp on the same ids. A warm-up (the same prefill and one step, `warmup_s`) runs
+//! first and is not counted: on the wgpu device it compiles the kernels.
 
 use std::time::Instant;
 
