@@ -169,7 +169,7 @@ fn ready_now<F: std::future::IntoFuture>(future: F) -> std::result::Result<F::Ou
 /// a million turns) while the queue is full. A decoding step launches hundreds of kernels, so
 /// the caller spun through most of the step, on a core the device thread needed whenever the
 /// cores were busy: on two cores with a build beside it the host's work of a step took up to
-/// 35 times as long (bench/README.md, "Launches from the device's own thread"). On that
+/// 32 times as long (bench/README.md, "Launches from the device's own thread"). On that
 /// thread the launches run inline, with no hand-over and no spinning; CubeCL's `exclusive`
 /// runs `work` there. With a core to spare the hand-over overlaps the caller's share of a
 /// launch with the device thread's, and was 4-10% faster on an idle machine;
