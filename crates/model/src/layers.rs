@@ -3,7 +3,7 @@
 
 use burn::module::{Module, Param};
 use burn::tensor::activation::softmax;
-use burn::tensor::{Bool, DType, Device, FloatDType, Tensor, TensorData};
+use burn::tensor::{Bool, DType, Device, FloatDType, Int, Tensor, TensorData};
 
 use crate::fused;
 use crate::quant::QLinear;
@@ -173,6 +173,13 @@ fn attention_mask(
     Tensor::from_data(TensorData::new(hidden, [tokens, keys]), device)
 }
 
+/// A `[1]` `u32` tensor holding `start`: where the wgpu kernels read the tokens' first
+/// position from (see [`Attention::forward`]).
+pub fn position_tensor(start: usize, device: &Device) -> Tensor<1, Int> {
+    let start = u32::try_from(start).unwrap_or(u32::MAX);
+    Tensor::from_data(TensorData::new(vec![start], [1]), (device, DType::U32))
+}
+
 /// Whether `device` is the wgpu device, whose kernels fuse more than the CPU's loops: there
 /// attention runs as one kernel ([`fused::attention`]) rather than as burn's matrix products
 /// ([`Attention::with_matmuls`]), the rotation with the cache write, and the MLP's gate with
@@ -262,7 +269,7 @@ impl KvCache {
         q: Tensor<3>,
         k: Tensor<3>,
         v: Tensor<3>,
-        start: usize,
+        position: &Tensor<1, Int>,
     ) -> (Tensor<3>, Tensor<3>, Tensor<3>) {
         // Moved out, so the kernel finds the caches unshared and writes them in place.
         let keys = std::mem::replace(&mut self.keys, Tensor::empty([0, 0, 0], &k.device()));
@@ -275,7 +282,7 @@ impl KvCache {
             values,
             rope.cos.clone(),
             rope.sin.clone(),
-            start,
+            position,
             rope.style == RopeStyle::Neox,
         );
         self.keys = keys.clone();
@@ -317,12 +324,17 @@ pub struct Attention {
 }
 
 impl Attention {
+    /// Attention of `x`'s tokens at positions `start..`. On the wgpu device the kernels read
+    /// `start` from `position` (`[1]`, `u32`, holding `start`) where given, so that a recorded
+    /// step replays at another position; without it they get a buffer of their own.
+    ///
     /// # Shapes
     /// - `x`: `[tokens, d_model]` (normed), output the same.
     pub fn forward(
         &self,
         x: Tensor<2>,
         start: usize,
+        position: Option<&Tensor<1, Int>>,
         rope: &Rope,
         cache: &mut KvCache,
     ) -> Tensor<2> {
@@ -346,12 +358,21 @@ impl Attention {
         }
         #[cfg(feature = "wgpu")]
         if on_wgpu(&q.device()) {
-            let (q, keys, values) = cache.append_rotated(rope, q, k, v, start);
+            let own;
+            let position = match position {
+                Some(position) => position,
+                None => {
+                    own = position_tensor(start, &q.device());
+                    &own
+                }
+            };
+            let (q, keys, values) = cache.append_rotated(rope, q, k, v, position);
             let window = self.window.unwrap_or(0);
-            return self
-                .o
-                .forward(fused::attention(q, keys, values, start, window, self.scale));
+            return self.o.forward(fused::attention(
+                q, keys, values, start, position, window, self.scale,
+            ));
         }
+        let _ = position;
         let (q, k) = rope.forward(q, k, start);
         let (keys, values) = cache.append(k, v, start);
         let cpu = self.on_cpu();

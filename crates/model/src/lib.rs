@@ -23,6 +23,8 @@ pub mod llama;
 pub mod model;
 pub mod quant;
 pub mod qwen2;
+#[cfg(feature = "wgpu")]
+mod step_graph;
 pub mod weights;
 
 /// The device handle [`DeviceKind::device`] gives (burn's, re-exported so callers need not

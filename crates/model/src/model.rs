@@ -4,7 +4,7 @@
 //! their metadata into a [`ModelConfig`]; this module builds the blocks from it.
 
 use burn::module::Module;
-use burn::tensor::{Device, ExecutionError, Tensor};
+use burn::tensor::{Device, ExecutionError, Int, Tensor};
 use stampo_gguf::Gguf;
 
 use crate::config::{ArchMetadata, LoadOptions, ModelConfig};
@@ -62,11 +62,12 @@ impl Block {
         &self,
         residual: Residual<'_>,
         start: usize,
+        position: Option<&Tensor<1, Int>>,
         rope: &Rope,
         cache: &mut KvCache,
     ) -> Residual<'_> {
         let (x, normed) = residual.add_norm(&self.attn_norm);
-        let h = self.attn.forward(normed, start, rope, cache);
+        let h = self.attn.forward(normed, start, position, rope, cache);
         let (x, normed) = Residual {
             x,
             h: Some((h, self.attn_post_norm.as_ref())),
@@ -96,6 +97,10 @@ pub struct Transformer {
     capacity: usize,
     #[module(skip)]
     gguf_bytes: usize,
+    /// Which load this is (clones share it, and their weights): a recorded decoding step
+    /// replays only for the model it was recorded with.
+    #[module(skip)]
+    id: u64,
 }
 
 /// The per-sequence state: one KV cache per layer and the next position.
@@ -103,6 +108,9 @@ pub struct Transformer {
 pub struct Cache {
     layers: Vec<KvCache>,
     position: usize,
+    /// On the wgpu device: the position buffer its kernels read and the recorded decoding step.
+    #[cfg(feature = "wgpu")]
+    step: Option<crate::step_graph::StepState>,
 }
 
 impl Cache {
@@ -125,6 +133,26 @@ impl Cache {
     /// while a new sequence replaces what followed it).
     pub fn truncate(&mut self, len: usize) {
         self.position = self.position.min(len);
+    }
+
+    /// Whether decoding steps on the wgpu device are recorded once and replayed (the
+    /// default, unless `STAMPO_WGPU_GRAPHS=0`): the same kernels on the same buffers, with
+    /// about a fifteenth of the host's work a step. Nothing changes on the CPU.
+    pub fn set_step_graphs(&mut self, on: bool) {
+        #[cfg(feature = "wgpu")]
+        if let Some(step) = &mut self.step {
+            step.set_enabled(on);
+        }
+        let _ = on;
+    }
+
+    /// Decoding steps replayed from a recording so far (0 on the CPU).
+    pub fn replayed_steps(&self) -> u64 {
+        #[cfg(feature = "wgpu")]
+        if let Some(step) = &self.step {
+            return step.replays;
+        }
+        0
     }
 }
 
@@ -299,6 +327,10 @@ impl Transformer {
             config,
             capacity,
             gguf_bytes,
+            id: {
+                static LOADS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+                LOADS.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            },
         })
     }
 
@@ -361,6 +393,10 @@ impl Transformer {
                 .map(|_| KvCache::new(c.kv_heads, self.capacity, c.head_dim, &device))
                 .collect(),
             position: 0,
+            #[cfg(feature = "wgpu")]
+            step: (!crate::device::is_cpu(&device)).then(|| {
+                crate::step_graph::StepState::new(crate::layers::position_tensor(0, &device))
+            }),
         }
     }
 
@@ -460,7 +496,42 @@ impl Transformer {
                 capacity: cache.capacity(),
             });
         }
-        let mut x = self.embedding.rows_of(tokens);
+        #[cfg(feature = "wgpu")]
+        if let Some(mut step) = cache.step.take() {
+            let hidden = if n == 1 && step.enabled {
+                crate::step_graph::decode(self, tokens[0], start, cache, &mut step)
+            } else {
+                crate::step_graph::set_position(&step.position, start);
+                let x = self.embed(tokens);
+                Ok(self.run_blocks(x, start, Some(&step.position), cache, all))
+            };
+            cache.step = Some(step);
+            cache.position = start + n;
+            return hidden;
+        }
+        let x = self.embed(tokens);
+        let hidden = self.run_blocks(x, start, None, cache, all);
+        cache.position = start + n;
+        Ok(hidden)
+    }
+
+    /// The embedding rows of `tokens` (checked against the vocabulary), `[tokens, dim]`.
+    pub(crate) fn embed(&self, tokens: &[u32]) -> Tensor<2> {
+        self.embedding.rows_of(tokens)
+    }
+
+    /// The blocks and the final norm over embeddings `x` of tokens at `start..` (the cache's
+    /// position is the caller's to move): the last row's hidden state, or every row's when
+    /// `all`. On the wgpu device `position` holds `start` for the kernels.
+    pub(crate) fn run_blocks(
+        &self,
+        x: Tensor<2>,
+        start: usize,
+        position: Option<&Tensor<1, Int>>,
+        cache: &mut Cache,
+        all: bool,
+    ) -> Tensor<2> {
+        let mut x = x;
         if let Some(s) = self.config.embedding_scale {
             x = x * s;
         }
@@ -470,13 +541,26 @@ impl Transformer {
                 (Some(local), Some(_)) => local,
                 _ => &self.rope,
             };
-            residual = block.forward(residual, start, rope, layer_cache);
+            residual = block.forward(residual, start, position, rope, layer_cache);
         }
-        cache.position = start + n;
         if !all {
             residual = residual.last_rows(1);
         }
-        Ok(residual.add_norm(&self.norm).1)
+        residual.add_norm(&self.norm).1
+    }
+
+    /// Which load of a model this is (see [`crate::step_graph`]).
+    #[cfg(feature = "wgpu")]
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Each layer's attention splits for a decoding step at `start` on the wgpu device.
+    #[cfg(feature = "wgpu")]
+    pub(crate) fn attention_splits(&self, start: usize) -> Vec<usize> {
+        (0..self.blocks.len())
+            .map(|i| crate::fused::attention_splits(1, start, self.config.window(i).unwrap_or(0)))
+            .collect()
     }
 
     /// Every token's logits from hidden states of [`Transformer::forward_hidden`].

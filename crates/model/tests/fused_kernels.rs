@@ -13,6 +13,7 @@ mod common;
 
 use burn::tensor::{Tensor, TensorData};
 use half::f16;
+use stampo_model::layers::position_tensor;
 use stampo_model::{Device, DeviceKind, fused};
 
 /// The CPU device, and the wgpu device where this build and machine have one.
@@ -236,13 +237,14 @@ fn rope_and_cache_write_in_one_launch_equal_the_two_operations() {
     let k = || tensor(&k, [tokens, kv, dim], device);
     let v = || tensor(&v, [tokens, kv, dim], device);
     let cache = || tensor(&old, [kv, capacity, dim], device);
+    let position = position_tensor(start, device);
     for neox in [false, true] {
         let (want_q, rotated_k) = fused::rope(q(), k(), cos(), sin(), start, neox);
         let (want_keys, want_values) = fused::cache_write(cache(), cache(), rotated_k, v(), start);
         let keys = cache();
         let kept = keys.clone();
         let (got_q, got_keys, got_values) =
-            fused::rope_cache_write(q(), k(), v(), keys, cache(), cos(), sin(), start, neox);
+            fused::rope_cache_write(q(), k(), v(), keys, cache(), cos(), sin(), &position, neox);
         // The same arithmetic; a GPU's compiler may fuse a multiply-add differently in the two
         // kernels, which can move a cached value by one `f16` step (2⁻¹⁰ relative).
         for (what, got, want, relative) in [
@@ -474,6 +476,7 @@ fn attention_matches_the_reference_with_and_without_a_window() {
                 tensor(&keys, [kv, capacity, dim], device),
                 tensor(&values, [kv, capacity, dim], device),
                 start,
+                &position_tensor(start, device),
                 window,
                 scale as f32,
             ));

@@ -13,7 +13,7 @@ use super::FusedOps;
 
 /// Units per cube. 64 fits every WebGPU device, and the reduction trees below are unrolled
 /// for it (2⁶).
-pub(super) const THREADS: u32 = 64;
+pub(crate) const THREADS: u32 = 64;
 
 /// The most cubes a grid dimension may hold (WebGPU's `maxComputeWorkgroupsPerDimension`).
 pub(super) const MAX_CUBES: u32 = 65_535;
@@ -322,7 +322,10 @@ fn cache_write_kernel(
 
 /// [`rope_kernel`] and [`cache_write_kernel`] in one launch (a decoding step's attention
 /// reads the keys from the cache only): one unit per rotated pair of the queries, then per
-/// rotated pair of the keys (both stored in the cache), then per value.
+/// rotated pair of the keys (both stored in the cache), then per value. The first token's
+/// position is read from `position[0]` rather than passed as a value, so that a recorded
+/// decoding step replays at any position (`crate::step_graph`): nine storage buffers, one more
+/// than WebGPU's guaranteed minimum (browsers grant 10: Chromium's SwiftShader adapter does).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 pub(super) fn rope_cache_write_kernel(
@@ -339,11 +342,12 @@ pub(super) fn rope_cache_write_kernel(
     q_heads: u32,
     kv_heads: u32,
     dim: u32,
-    start: u32,
+    position: &[u32],
     capacity: u32,
     #[comptime] neox: bool,
 ) {
     let at = ABSOLUTE_POS as u32;
+    let start = position[0];
     // `k` and `v` (`count` values each) have one shape: half as many pairs as values.
     let k_pairs = count / 2;
     if at < q_pairs {
@@ -404,7 +408,7 @@ pub(super) fn writable(cache: CubeTensor) -> CubeTensor {
 }
 
 /// A grid of `cubes` cubes that fits WebGPU's per-dimension limit.
-pub(super) fn grid_of(cubes: u32) -> CubeCount {
+pub(crate) fn grid_of(cubes: u32) -> CubeCount {
     let across = cubes.clamp(1, MAX_CUBES);
     CubeCount::Static(across, cubes.div_ceil(across), 1)
 }

@@ -2,7 +2,7 @@
 //! decoding query with a long context, its keys split across cubes.
 
 use burn::backend::Cube;
-use burn::backend::tensor::FloatTensor;
+use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::tensor::Shape;
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
@@ -43,7 +43,7 @@ fn attention_kernel(
     heads: u32,
     kv_heads: u32,
     capacity: u32,
-    start: u32,
+    position: &[u32],
     window: u32,
     scale: f32,
     #[comptime] dim: u32,
@@ -51,8 +51,8 @@ fn attention_kernel(
     let head = CUBE_POS_X;
     let token = CUBE_POS_Y;
     let kv_head = head / (heads / kv_heads);
-    let position = start + token;
-    let end = position + 1;
+    let query_at = position[0] + token;
+    let end = query_at + 1;
     let first = if window > 0 && end > window {
         end - window
     } else {
@@ -194,14 +194,14 @@ fn attention_split_stats(
     heads: u32,
     kv_heads: u32,
     capacity: u32,
-    start: u32,
+    position: &[u32],
     window: u32,
     scale: f32,
     #[comptime] dim: u32,
 ) {
     let head = CUBE_POS_X;
     let cache_at = (head / (heads / kv_heads)) * capacity * dim;
-    let (lo, hi) = split_range(start, window);
+    let (lo, hi) = split_range(position[0], window);
     let mut q_row = Shared::<[f32]>::new_slice(dim as usize);
     load_query(q, &mut q_row, head, dim);
     let per_unit = comptime!(SPLIT_KEYS / THREADS);
@@ -251,7 +251,7 @@ fn attention_split_values(
     heads: u32,
     kv_heads: u32,
     capacity: u32,
-    start: u32,
+    position: &[u32],
     window: u32,
     scale: f32,
     #[comptime] dim: u32,
@@ -259,7 +259,7 @@ fn attention_split_values(
     let head = CUBE_POS_X;
     let splits = CUBE_COUNT_Y;
     let cache_at = (head / (heads / kv_heads)) * capacity * dim;
-    let (lo, hi) = split_range(start, window);
+    let (lo, hi) = split_range(position[0], window);
     let mut q_row = Shared::<[f32]>::new_slice(dim as usize);
     load_query(q, &mut q_row, head, dim);
     let mut max = 0.0f32;
@@ -343,10 +343,11 @@ impl FusedAttention for Cube {
         values: FloatTensor<Self>,
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
-        start: usize,
+        position: IntTensor<Self>,
         neox: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
         let [q, k, v, cos, sin] = [q, k, v, cos, sin].map(into_contiguous);
+        let position = into_contiguous(position);
         let (keys, values) = (writable(keys), writable(values));
         let q_shape = q.meta.shape().clone();
         let (q_heads, dim) = (q_shape[1], q_shape[2]);
@@ -357,7 +358,8 @@ impl FusedAttention for Cube {
         let units = (q_pairs + count / 2 + count) as u32;
         // SAFETY: every buffer is bound with its tensor's length; one unit per query pair, key
         // pair and value, each storing below the caches' lengths (the model checked
-        // `start + tokens ≤ capacity`); the tables hold every position the cache can.
+        // `start + tokens ≤ capacity` for the `start` that `position` holds); the tables hold
+        // every position the cache can.
         unsafe {
             rope_cache_write_kernel::launch(
                 &q.client,
@@ -376,7 +378,7 @@ impl FusedAttention for Cube {
                 q_heads as u32,
                 kv_heads as u32,
                 dim as u32,
-                start as u32,
+                BufferArg::from_raw_parts(position.handle.clone(), 1),
                 capacity as u32,
                 neox,
             );
@@ -389,10 +391,12 @@ impl FusedAttention for Cube {
         keys: FloatTensor<Self>,
         values: FloatTensor<Self>,
         start: usize,
+        position: IntTensor<Self>,
         window: usize,
         scale: f32,
     ) -> FloatTensor<Self> {
         let q = into_contiguous(q);
+        let position = into_contiguous(position);
         let keys = into_contiguous(keys);
         let values = into_contiguous(values);
         let shape = q.meta.shape().clone();
@@ -400,14 +404,9 @@ impl FusedAttention for Cube {
         let cache = keys.meta.shape().clone();
         let (kv_heads, capacity) = (cache[0], cache[1]);
         let out = empty_like(&q, Shape::new([tokens, heads * dim]));
-        let count = if window > 0 {
-            window.min(start + 1)
-        } else {
-            start + 1
-        };
-        if tokens == 1 && count > SPLIT_KEYS as usize {
-            let splits = count.div_ceil(SPLIT_KEYS as usize);
-            split_attention(&q, &keys, &values, &out, start, window, scale, splits);
+        let splits = splits(tokens, start, window);
+        if splits > 0 {
+            split_attention(&q, &keys, &values, &out, &position, window, scale, splits);
             return out;
         }
         // SAFETY: cube (head, token) reads its query row, and keys and values of positions
@@ -425,13 +424,28 @@ impl FusedAttention for Cube {
                 heads as u32,
                 kv_heads as u32,
                 capacity as u32,
-                start as u32,
+                BufferArg::from_raw_parts(position.handle.clone(), 1),
                 window as u32,
                 scale,
                 dim as u32,
             );
         }
         out
+    }
+}
+
+/// See [`super::attention_splits`]: a decoding query over more than [`SPLIT_KEYS`] visible
+/// keys is split.
+pub(super) fn splits(tokens: usize, start: usize, window: usize) -> usize {
+    let count = if window > 0 {
+        window.min(start + 1)
+    } else {
+        start + 1
+    };
+    if tokens == 1 && count > SPLIT_KEYS as usize {
+        count.div_ceil(SPLIT_KEYS as usize)
+    } else {
+        0
     }
 }
 
@@ -444,7 +458,7 @@ fn split_attention(
     keys: &CubeTensor,
     values: &CubeTensor,
     out: &CubeTensor,
-    start: usize,
+    position: &CubeTensor,
     window: usize,
     scale: f32,
     splits: usize,
@@ -458,7 +472,8 @@ fn split_attention(
     let partial = empty_like(q, Shape::new([heads, splits, dim]));
     let grid = CubeCount::Static(heads as u32, splits as u32, 1);
     // SAFETY: cube (head, split) reads the query row of `head`, keys and values of its split's
-    // positions (below `start + 1 ≤ capacity`, checked by the model) of kv head
+    // positions (below `start + 1 ≤ capacity` for the `start` that `position` holds, checked
+    // by the model) of kv head
     // `head / (heads / kv_heads)`, and writes its own entries of `maxima`, `sums` and
     // `partial`; the sum reads `heads × splits × dim` partial values.
     unsafe {
@@ -473,7 +488,7 @@ fn split_attention(
             heads as u32,
             kv_heads as u32,
             capacity as u32,
-            start as u32,
+            BufferArg::from_raw_parts(position.handle.clone(), 1),
             window as u32,
             scale,
             dim as u32,
@@ -491,7 +506,7 @@ fn split_attention(
             heads as u32,
             kv_heads as u32,
             capacity as u32,
-            start as u32,
+            BufferArg::from_raw_parts(position.handle.clone(), 1),
             window as u32,
             scale,
             dim as u32,

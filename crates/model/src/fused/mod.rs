@@ -20,7 +20,7 @@
 #[cfg(feature = "wgpu")]
 mod cube;
 #[cfg(feature = "wgpu")]
-pub(crate) use cube::{activate, empty_like};
+pub(crate) use cube::{THREADS, activate, empty_like, grid_of};
 #[cfg(feature = "wgpu")]
 mod cube_attention;
 mod flex;
@@ -32,7 +32,11 @@ pub use flex_cache::{
 };
 
 use burn::backend::tensor::FloatTensor;
+#[cfg(feature = "wgpu")]
+use burn::backend::tensor::IntTensor;
 use burn::backend::{Backend, backend_extension};
+#[cfg(feature = "wgpu")]
+use burn::tensor::Int;
 use burn::tensor::Tensor;
 
 /// The fused layer operations, implemented natively by each backend.
@@ -207,6 +211,7 @@ pub fn attention(
     keys: Tensor<3>,
     values: Tensor<3>,
     start: usize,
+    position: &Tensor<1, Int>,
     window: usize,
     scale: f32,
 ) -> Tensor<2> {
@@ -216,6 +221,7 @@ pub fn attention(
             keys.into_dispatch(),
             values.into_dispatch(),
             start,
+            position.clone().into_dispatch(),
             window,
             scale,
         ),
@@ -231,17 +237,22 @@ pub trait FusedAttention: Backend {
     /// Causal grouped-query attention of `q` (`[tokens, heads, head_dim]`, positions
     /// `start..`) over the cached `keys` and `values` (`[kv_heads, capacity, head_dim]`),
     /// keys older than `window` positions hidden when `window > 0`: `[tokens, heads · head_dim]`.
+    /// The kernels read `start` from `position` (`[1]`, `u32`, holding `start`); the host
+    /// uses `start` only to choose the launches, which stay the same from one decoding step to
+    /// the next until the keys cross a multiple of 256 ([`attention_splits`]).
     fn fused_attention(
         q: FloatTensor<Self>,
         keys: FloatTensor<Self>,
         values: FloatTensor<Self>,
         start: usize,
+        position: IntTensor<Self>,
         window: usize,
         scale: f32,
     ) -> FloatTensor<Self>;
 
     /// [`FusedOps::fused_rope`] of `q` and `k`, then [`FusedOps::fused_cache_write`] of the
-    /// rotated keys and `v`, in one launch: the rotated queries and the caches.
+    /// rotated keys and `v`, in one launch: the rotated queries and the caches. The tokens'
+    /// first position is read from `position` (`[1]`, `u32`).
     #[allow(clippy::too_many_arguments)]
     fn fused_rope_cache_write(
         q: FloatTensor<Self>,
@@ -251,9 +262,16 @@ pub trait FusedAttention: Backend {
         values: FloatTensor<Self>,
         cos: FloatTensor<Self>,
         sin: FloatTensor<Self>,
-        start: usize,
+        position: IntTensor<Self>,
         neox: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
+}
+
+/// How [`FusedAttention::fused_attention`] splits one decoding query's keys: 0 for one cube
+/// per head (up to 256 keys, or several tokens), else the number of splits of 256 keys.
+#[cfg(feature = "wgpu")]
+pub fn attention_splits(tokens: usize, start: usize, window: usize) -> usize {
+    cube_attention::splits(tokens, start, window)
 }
 
 /// See [`FusedAttention::fused_rope_cache_write`].
@@ -267,7 +285,7 @@ pub fn rope_cache_write(
     values: Tensor<3>,
     cos: Tensor<2>,
     sin: Tensor<2>,
-    start: usize,
+    position: &Tensor<1, Int>,
     neox: bool,
 ) -> (Tensor<3>, Tensor<3>, Tensor<3>) {
     let (q, keys, values) = <burn::backend::Dispatch as FusedAttention>::fused_rope_cache_write(
@@ -278,7 +296,7 @@ pub fn rope_cache_write(
         values.into_dispatch(),
         cos.into_dispatch(),
         sin.into_dispatch(),
-        start,
+        position.clone().into_dispatch(),
         neox,
     );
     (

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
+pub mod miniature;
 mod wgpu;
 pub use wgpu::wgpu_device;
 

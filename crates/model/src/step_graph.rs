@@ -1,0 +1,236 @@
+//! Decoding steps recorded once and replayed, on the wgpu device.
+//!
+//! A decoding step launches the same ~250 kernels (8 or 9 a layer) with the same buffers from
+//! one token to the next; only the token and its position change. Launching each through burn,
+//! CubeCL and wgpu costs the host about 8 µs (wgpu's noop backend, bench/README.md), so the
+//! host, not the GPU, bounds a small model's decoding. CubeCL records a sequence of launches
+//! into a *graph* (on wgpu a software one: pipelines, bindings, uniforms and bind groups
+//! resolved once) whose replay only re-encodes the dispatches. Here the first decoding step of a
+//! cache is run twice more under CubeCL's capture (its warm-up run, which computes the step,
+//! and the recorded run, which executes nothing), and each later step writes its token's
+//! embedding into the recorded input, its position into the buffer the kernels read it from
+//! ([`crate::layers::position_tensor`]), replays, and copies the recorded output out.
+//!
+//! A graph holds for as long as a step's launches are the same: the same model and cache
+//! buffers (the graph lives in the [`Cache`] and names the model it was recorded with) and the
+//! same attention splits (they change when the visible keys cross a multiple of 256, where the
+//! next step records again). `STAMPO_WGPU_GRAPHS=0` or [`Cache::set_step_graphs`] turns replay
+//! off; a capture the runtime refuses turns it off for that cache, and the step runs as usual.
+
+use burn::backend::tensor::{FloatTensor, IntTensor};
+use burn::backend::{Backend, Cube, DispatchDevice, backend_extension};
+use burn::tensor::{Int, Tensor};
+use burn_cubecl::kernel::into_contiguous;
+use cubecl::prelude::*;
+
+use crate::error::{ModelError, Result};
+use crate::fused::{THREADS, grid_of};
+use crate::model::{Cache, Transformer};
+
+/// The writes a replayed step needs into buffers the graph recorded.
+#[backend_extension(Cube)]
+pub trait StepOps: Backend {
+    /// Writes `src`'s values over `dst`'s (same number of values), in `dst`'s own buffer
+    /// whoever else holds it, and returns `dst`.
+    fn step_copy_into(src: FloatTensor<Self>, dst: FloatTensor<Self>) -> FloatTensor<Self>;
+
+    /// Writes `value` into `position`'s one `u32`, in place, and returns it.
+    fn step_set_position(position: IntTensor<Self>, value: u32) -> IntTensor<Self>;
+}
+
+#[cube(launch)]
+fn copy_kernel(src: &[f32], dst: &mut [f32], len: u32) {
+    let at = ABSOLUTE_POS as u32;
+    if at < len {
+        dst[at as usize] = src[at as usize];
+    }
+}
+
+impl StepOps for Cube {
+    fn step_copy_into(src: FloatTensor<Self>, dst: FloatTensor<Self>) -> FloatTensor<Self> {
+        let src = into_contiguous(src);
+        let len = src
+            .meta
+            .shape()
+            .num_elements()
+            .min(dst.meta.shape().num_elements());
+        // SAFETY: both buffers are bound with `len` values, at most either tensor's length;
+        // one unit per value.
+        unsafe {
+            copy_kernel::launch(
+                &src.client,
+                grid_of((len as u32).div_ceil(THREADS)),
+                CubeDim::new_1d(THREADS),
+                BufferArg::from_raw_parts(src.handle.clone(), len),
+                BufferArg::from_raw_parts(dst.handle.clone(), len),
+                len as u32,
+            );
+        }
+        dst
+    }
+
+    fn step_set_position(position: IntTensor<Self>, value: u32) -> IntTensor<Self> {
+        // Queued behind the work already launched (CubeCL submits it before a write).
+        position.client.write(
+            &position.handle,
+            cubecl::bytes::Bytes::from_elems(vec![value]),
+        );
+        position
+    }
+}
+
+/// Writes `start` into the cache's position buffer.
+pub(crate) fn set_position(position: &Tensor<1, Int>, start: usize) {
+    let value = u32::try_from(start).unwrap_or(u32::MAX);
+    let _ = <burn::backend::Dispatch as StepOps>::step_set_position(
+        position.clone().into_dispatch(),
+        value,
+    );
+}
+
+fn copy_into(src: Tensor<2>, dst: &Tensor<2>) {
+    let _ = <burn::backend::Dispatch as StepOps>::step_copy_into(
+        src.into_dispatch(),
+        dst.clone().into_dispatch(),
+    );
+}
+
+/// What makes a recorded step's launches the ones a new step needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct StepKey {
+    model: u64,
+    /// Each layer's attention splits ([`crate::fused::attention_splits`]).
+    splits: Vec<usize>,
+}
+
+/// A recorded decoding step.
+pub(crate) struct StepGraph {
+    // First, so that it goes before the buffers it names.
+    graph: cubecl::client::Graph,
+    key: StepKey,
+    /// The embedding of the step's token, `[1, dim]`, read by the first launch.
+    input: Tensor<2>,
+    /// The final hidden state, `[1, dim]`, written by the last launch.
+    output: Tensor<2>,
+    /// Keeps every weight the recorded launches read alive for the graph's life (replay's
+    /// contract), whatever becomes of the caller's model.
+    _model: Transformer,
+}
+
+impl std::fmt::Debug for StepGraph {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepGraph").field("key", &self.key).finish()
+    }
+}
+
+/// A cache's replay state on the wgpu device.
+#[derive(Debug)]
+pub(crate) struct StepState {
+    /// The `[1]` buffer the kernels read the tokens' first position from.
+    pub(crate) position: Tensor<1, Int>,
+    graph: Option<StepGraph>,
+    pub(crate) enabled: bool,
+    pub(crate) replays: u64,
+}
+
+impl StepState {
+    pub(crate) fn new(position: Tensor<1, Int>) -> StepState {
+        StepState {
+            position,
+            graph: None,
+            enabled: enabled_by_default(),
+            replays: 0,
+        }
+    }
+
+    pub(crate) fn set_enabled(&mut self, on: bool) {
+        self.enabled = on;
+        if !on {
+            self.graph = None;
+        }
+    }
+}
+
+/// Replay is on unless `STAMPO_WGPU_GRAPHS=0` (read once per process).
+fn enabled_by_default() -> bool {
+    #[cfg(not(target_family = "wasm"))]
+    {
+        static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *ON.get_or_init(|| std::env::var("STAMPO_WGPU_GRAPHS").as_deref() != Ok("0"))
+    }
+    #[cfg(target_family = "wasm")]
+    true
+}
+
+/// One decoding step of `token` at `start` (checked by the caller against the capacity and
+/// the vocabulary), replayed where the cache's graph fits it and recorded where none does: the
+/// final hidden state, `[1, dim]`, in a tensor of its own. The caller moves the cache's position.
+pub(crate) fn decode(
+    model: &Transformer,
+    token: u32,
+    start: usize,
+    cache: &mut Cache,
+    step: &mut StepState,
+) -> Result<Tensor<2>> {
+    let key = StepKey {
+        model: model.id(),
+        splits: model.attention_splits(start),
+    };
+    let x = model.embed(&[token]);
+    set_position(&step.position, start);
+    if let Some(recorded) = step.graph.as_ref().filter(|g| g.key == key) {
+        copy_into(x, &recorded.input);
+        // SAFETY: the graph's buffers are alive (the cache holds its caches and position
+        // buffer, the graph its input, output and model) and used only from this stream: a
+        // forward pass runs on the device's own thread, and the cache is borrowed mutably.
+        unsafe { recorded.graph.replay() }.map_err(device_lost)?;
+        let output = Tensor::empty(recorded.output.dims(), &recorded.output.device());
+        copy_into(recorded.output.clone(), &output);
+        step.replays += 1;
+        return Ok(output);
+    }
+    // Its pages come free for the new recording.
+    step.graph = None;
+    let position = step.position.clone();
+    let device = model.device();
+    let DispatchDevice::Cube(device) = device.as_dispatch() else {
+        return Err(ModelError::DeviceLost {
+            reason: "a step graph outside the wgpu device".to_string(),
+        });
+    };
+    let client = device.client();
+    if client.graph_prepare().is_err() {
+        step.enabled = false;
+        return Ok(model.run_blocks(x, start, Some(&position), cache, false));
+    }
+    // The warm-up run CubeCL's capture asks for computes the step.
+    let hidden = model.run_blocks(x.clone(), start, Some(&position), cache, false);
+    let recorded = client.start_capture().and_then(|()| {
+        let output = model.run_blocks(x.clone(), start, Some(&position), cache, false);
+        client.stop_capture().map(|graph| (graph, output))
+    });
+    match recorded {
+        Ok((graph, output)) => {
+            step.graph = Some(StepGraph {
+                graph,
+                key,
+                input: x,
+                output,
+                _model: model.clone(),
+            });
+        }
+        Err(_) => {
+            // Closes a capture that was only prepared (a no-op otherwise); the step's result
+            // is the warm-up run's either way.
+            let _ = client.stop_capture();
+            step.enabled = false;
+        }
+    }
+    Ok(hidden)
+}
+
+fn device_lost(e: cubecl::server::ServerError) -> ModelError {
+    ModelError::DeviceLost {
+        reason: e.to_string(),
+    }
+}
