@@ -6,7 +6,8 @@
 #   bench/model/gpu.sh run [all|models]   # on the device machine; results under $OUT (or ./gpu-out)
 #
 # What it carries: the stripped `bench` and `kernel_bandwidth` examples and the wgpu kernel
-# tests (`device_kernels`, `fused_kernels`), xz-compressed, and each default model as a skeleton
+# tests (`device_kernels`, `fused_kernels`, and `step_graph`: replayed decoding steps against
+# launched ones), xz-compressed, and each default model as a skeleton
 # (bench/model/skeleton.py: the real header and tensor table, weights repeated from each
 # tensor's first blocks). The skeletons do the real model's work but their output is not text:
 # these runs measure speed, and the two tests check the kernels' arithmetic on that GPU. And a
@@ -32,15 +33,15 @@ prepare() {
     local target=$CARGO_TARGET_DIR
     cargo build --release -p stampo-cli -p stampo-model --features stampo-model/noop \
         --example kernel_bandwidth --example bench --example miniature
-    cargo test --workspace --test device_kernels --test fused_kernels --no-run
+    cargo test --workspace --test device_kernels --test fused_kernels --test step_graph --no-run
     mkdir -p .dev
     rm -f .dev/*.xz
     cp "$target/release/examples/bench" "$target/release/examples/kernel_bandwidth" .dev/
-    for t in device_kernels fused_kernels; do
+    for t in device_kernels fused_kernels step_graph; do
         cp "$(ls -t "$target"/debug/deps/$t-* | grep -v '\.d$' | head -1)" .dev/$t
     done
-    strip .dev/bench .dev/kernel_bandwidth .dev/device_kernels .dev/fused_kernels
-    xz -T2 -6 .dev/bench .dev/kernel_bandwidth .dev/device_kernels .dev/fused_kernels
+    strip .dev/bench .dev/kernel_bandwidth .dev/device_kernels .dev/fused_kernels .dev/step_graph
+    xz -T2 -6 .dev/bench .dev/kernel_bandwidth .dev/device_kernels .dev/fused_kernels .dev/step_graph
     for m in "${MODELS[@]}"; do
         "$STAMPO_CACHE/venv/bin/python" bench/model/skeleton.py shrink \
             "$STAMPO_CACHE/models/$m.gguf" ".dev/$m.skel"
@@ -60,7 +61,7 @@ run() {
     nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,memory.total --format=csv
     local bin=/tmp/stampo-bin
     mkdir -p $bin /tmp/models
-    for b in bench kernel_bandwidth device_kernels fused_kernels; do
+    for b in bench kernel_bandwidth device_kernels fused_kernels step_graph; do
         unxz_to ".dev/$b.xz" "$bin/$b" && chmod +x "$bin/$b"
     done
     unxz_to .dev/miniature.gguf.xz /tmp/models/miniature.gguf
@@ -68,9 +69,10 @@ run() {
         python3 bench/model/skeleton.py expand ".dev/$m.skel" "/tmp/models/$m.gguf"
     done
 
-    echo "== kernels against the scalar reference on this GPU"
-    for t in device_kernels fused_kernels; do
-        STAMPO_REQUIRE_WGPU=1 timeout 120 $bin/$t --test-threads 1 2>&1 | tee "$out/$t.log" | grep -v XDG_RUNTIME
+    echo "== kernels against the scalar reference on this GPU; replayed steps against launched ones"
+    for t in device_kernels fused_kernels step_graph; do
+        STAMPO_MODELS=/tmp/models STAMPO_REQUIRE_WGPU=1 timeout 120 $bin/$t --test-threads 1 2>&1 |
+            tee "$out/$t.log" | grep -v XDG_RUNTIME
     done
 
     if [ "${1:-all}" = all ]; then
@@ -89,6 +91,14 @@ run() {
         done
     done | tee "$out/inline.jsonl"
 
+    echo "== decoding steps replayed from a recording (default) against launched one by one (STAMPO_WGPU_GRAPHS=0)"
+    for graphs in 1 0 1 0; do
+        for m in miniature "${MODELS[@]}"; do
+            echo "{\"graphs\":$graphs}"
+            STAMPO_WGPU_GRAPHS=$graphs timeout 60 $bin/bench "/tmp/models/$m.gguf" 128 128 wgpu 2>/dev/null
+        done
+    done | tee "$out/graphs.jsonl"
+
     echo "== the host's floor: the miniature and SmolLM2 on wgpu's noop backend (launched, never run)"
     timeout 60 $bin/bench /tmp/models/miniature.gguf 16 256 noop 2>/dev/null | tee "$out/noop.jsonl"
     timeout 60 $bin/bench "/tmp/models/${MODELS[0]}.gguf" 128 128 noop 2>/dev/null | tee -a "$out/noop.jsonl"
@@ -104,7 +114,7 @@ run() {
     done
 
     echo "== per-kernel device times, SmolLM2, 16 + 8 tokens (CubeCL's profiler syncs each launch)"
-    CUBECL_DEBUG_LOG="$out/profile.log" timeout 60 $bin/bench "/tmp/models/${MODELS[0]}.gguf" 16 8 wgpu >/dev/null 2>&1
+    STAMPO_WGPU_GRAPHS=0 CUBECL_DEBUG_LOG="$out/profile.log" timeout 60 $bin/bench "/tmp/models/${MODELS[0]}.gguf" 16 8 wgpu >/dev/null 2>&1
     ls -la "$out/profile.log"
 }
 

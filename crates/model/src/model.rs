@@ -395,7 +395,7 @@ impl Transformer {
             position: 0,
             #[cfg(feature = "wgpu")]
             step: (!crate::device::is_cpu(&device)).then(|| {
-                crate::step_graph::StepState::new(crate::layers::position_tensor(0, &device))
+                crate::step_graph::StepState::new(crate::step_graph::step_tensor(&device))
             }),
         }
     }
@@ -501,7 +501,7 @@ impl Transformer {
             let hidden = if n == 1 && step.enabled {
                 crate::step_graph::decode(self, tokens[0], start, cache, &mut step)
             } else {
-                crate::step_graph::set_position(&step.position, start);
+                crate::step_graph::set_step(&step.position, start, 0);
                 let x = self.embed(tokens);
                 Ok(self.run_blocks(x, start, Some(&step.position), cache, all))
             };
@@ -547,6 +547,12 @@ impl Transformer {
             residual = residual.last_rows(1);
         }
         residual.add_norm(&self.norm).1
+    }
+
+    /// The embedding table.
+    #[cfg(feature = "wgpu")]
+    pub(crate) fn embedding(&self) -> &QLinear {
+        &self.embedding
     }
 
     /// Which load of a model this is (see [`crate::step_graph`]).

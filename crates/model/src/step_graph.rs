@@ -6,10 +6,11 @@
 //! host, not the GPU, bounds a small model's decoding. CubeCL records a sequence of launches
 //! into a *graph* (on wgpu a software one: pipelines, bindings, uniforms and bind groups
 //! resolved once) whose replay only re-encodes the dispatches. Here the first decoding step of a
-//! cache is run twice more under CubeCL's capture (its warm-up run, which computes the step,
-//! and the recorded run, which executes nothing), and each later step writes its token's
-//! embedding into the recorded input, its position into the buffer the kernels read it from
-//! ([`crate::layers::position_tensor`]), replays, and copies the recorded output out.
+//! cache is run twice under CubeCL's capture (its warm-up run, which computes the step, and the
+//! recorded run, which executes nothing), and each later step writes its position and token
+//! into the cache's step buffer (`[start, token]`, where the kernels read them: the embedding
+//! lookup, `quant::cube::owned_row_into`, and the rotation, cache write and attention),
+//! replays, and copies the recorded output out.
 //!
 //! A graph holds for as long as a step's launches are the same: the same model and cache
 //! buffers (the graph lives in the [`Cache`] and names the model it was recorded with) and the
@@ -19,23 +20,37 @@
 
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::backend::{Backend, Cube, DispatchDevice, backend_extension};
-use burn::tensor::{Int, Tensor};
+use burn::tensor::{DType, Device, Int, Tensor, TensorData};
 use burn_cubecl::kernel::into_contiguous;
 use cubecl::prelude::*;
 
 use crate::error::{ModelError, Result};
 use crate::fused::{THREADS, grid_of};
 use crate::model::{Cache, Transformer};
+use crate::quant::{QLinear, QuantLayout};
 
-/// The writes a replayed step needs into buffers the graph recorded.
+/// What a replayed step needs beyond the layers' kernels.
 #[backend_extension(Cube)]
 pub trait StepOps: Backend {
     /// Writes `src`'s values over `dst`'s (same number of values), in `dst`'s own buffer
     /// whoever else holds it, and returns `dst`.
     fn step_copy_into(src: FloatTensor<Self>, dst: FloatTensor<Self>) -> FloatTensor<Self>;
 
-    /// Writes `value` into `position`'s one `u32`, in place, and returns it.
-    fn step_set_position(position: IntTensor<Self>, value: u32) -> IntTensor<Self>;
+    /// Writes `values` into `step`'s `u32`s, in place, and returns it.
+    fn step_write(step: IntTensor<Self>, values: Vec<u32>) -> IntTensor<Self>;
+
+    /// The embedding row of the token id at `step[at]` into `out` (`[1, cols]`) if that id is
+    /// in the part `blocks` (rows `first..`, the table's last part when `last`), and `out`.
+    #[allow(clippy::too_many_arguments)]
+    fn step_embed_part(
+        blocks: IntTensor<Self>,
+        step: IntTensor<Self>,
+        out: FloatTensor<Self>,
+        at: usize,
+        first: usize,
+        layout: QuantLayout,
+        last: bool,
+    ) -> FloatTensor<Self>;
 }
 
 #[cube(launch)]
@@ -69,22 +84,39 @@ impl StepOps for Cube {
         dst
     }
 
-    fn step_set_position(position: IntTensor<Self>, value: u32) -> IntTensor<Self> {
+    fn step_write(step: IntTensor<Self>, values: Vec<u32>) -> IntTensor<Self> {
         // Queued behind the work already launched (CubeCL submits it before a write).
-        position.client.write(
-            &position.handle,
-            cubecl::bytes::Bytes::from_elems(vec![value]),
-        );
-        position
+        step.client
+            .write(&step.handle, cubecl::bytes::Bytes::from_elems(values));
+        step
+    }
+
+    fn step_embed_part(
+        blocks: IntTensor<Self>,
+        step: IntTensor<Self>,
+        out: FloatTensor<Self>,
+        at: usize,
+        first: usize,
+        layout: QuantLayout,
+        last: bool,
+    ) -> FloatTensor<Self> {
+        crate::quant::cube::owned_row_into(blocks, step, &out, at, first, layout, last);
+        out
     }
 }
 
-/// Writes `start` into the cache's position buffer.
-pub(crate) fn set_position(position: &Tensor<1, Int>, start: usize) {
-    let value = u32::try_from(start).unwrap_or(u32::MAX);
-    let _ = <burn::backend::Dispatch as StepOps>::step_set_position(
-        position.clone().into_dispatch(),
-        value,
+/// A `[2]` `u32` step buffer, `[start, token]`: the kernels read the tokens' first position
+/// from its first value, a replayed step's embedding lookup its token from the second.
+pub(crate) fn step_tensor(device: &Device) -> Tensor<1, Int> {
+    Tensor::from_data(TensorData::new(vec![0u32, 0], [2]), (device, DType::U32))
+}
+
+/// Writes `start` and `token` into a step buffer.
+pub(crate) fn set_step(step: &Tensor<1, Int>, start: usize, token: u32) {
+    let start = u32::try_from(start).unwrap_or(u32::MAX);
+    let _ = <burn::backend::Dispatch as StepOps>::step_write(
+        step.clone().into_dispatch(),
+        vec![start, token],
     );
 }
 
@@ -93,6 +125,31 @@ fn copy_into(src: Tensor<2>, dst: &Tensor<2>) {
         src.into_dispatch(),
         dst.clone().into_dispatch(),
     );
+}
+
+/// The embedding row of the token in `step[1]`, `[1, dim]`, whichever part of the table
+/// holds it: one launch a part, none of them chosen by the host.
+fn embed_step(table: &QLinear, step: &Tensor<1, Int>) -> Tensor<2> {
+    let layout = table.layout;
+    let out = Tensor::<2>::empty([1, layout.cols], &step.device()).into_dispatch();
+    let parts = table.parts.len();
+    let out = table
+        .parts
+        .iter()
+        .enumerate()
+        .fold(out, |out, (p, blocks)| {
+            let (first, part) = table.part(p);
+            <burn::backend::Dispatch as StepOps>::step_embed_part(
+                blocks.clone().into_dispatch(),
+                step.clone().into_dispatch(),
+                out,
+                1,
+                first,
+                part,
+                p + 1 == parts,
+            )
+        });
+    Tensor::from_dispatch(out)
 }
 
 /// What makes a recorded step's launches the ones a new step needs.
@@ -108,8 +165,6 @@ pub(crate) struct StepGraph {
     // First, so that it goes before the buffers it names.
     graph: cubecl::client::Graph,
     key: StepKey,
-    /// The embedding of the step's token, `[1, dim]`, read by the first launch.
-    input: Tensor<2>,
     /// The final hidden state, `[1, dim]`, written by the last launch.
     output: Tensor<2>,
     /// Keeps every weight the recorded launches read alive for the graph's life (replay's
@@ -126,7 +181,7 @@ impl std::fmt::Debug for StepGraph {
 /// A cache's replay state on the wgpu device.
 #[derive(Debug)]
 pub(crate) struct StepState {
-    /// The `[1]` buffer the kernels read the tokens' first position from.
+    /// The step buffer, `[start, token]` ([`step_tensor`]).
     pub(crate) position: Tensor<1, Int>,
     graph: Option<StepGraph>,
     pub(crate) enabled: bool,
@@ -176,13 +231,11 @@ pub(crate) fn decode(
         model: model.id(),
         splits: model.attention_splits(start),
     };
-    let x = model.embed(&[token]);
-    set_position(&step.position, start);
+    set_step(&step.position, start, token);
     if let Some(recorded) = step.graph.as_ref().filter(|g| g.key == key) {
-        copy_into(x, &recorded.input);
-        // SAFETY: the graph's buffers are alive (the cache holds its caches and position
-        // buffer, the graph its input, output and model) and used only from this stream: a
-        // forward pass runs on the device's own thread, and the cache is borrowed mutably.
+        // SAFETY: the graph's buffers are alive (the cache holds its caches and step buffer,
+        // the graph its output and model) and used only from this stream: a forward pass runs
+        // on the device's own thread, and the cache is borrowed mutably.
         unsafe { recorded.graph.replay() }.map_err(device_lost)?;
         let output = Tensor::empty(recorded.output.dims(), &recorded.output.device());
         copy_into(recorded.output.clone(), &output);
@@ -192,6 +245,7 @@ pub(crate) fn decode(
     // Its pages come free for the new recording.
     step.graph = None;
     let position = step.position.clone();
+    let table = model.embedding();
     let device = model.device();
     let DispatchDevice::Cube(device) = device.as_dispatch() else {
         return Err(ModelError::DeviceLost {
@@ -201,12 +255,15 @@ pub(crate) fn decode(
     let client = device.client();
     if client.graph_prepare().is_err() {
         step.enabled = false;
+        let x = embed_step(table, &position);
         return Ok(model.run_blocks(x, start, Some(&position), cache, false));
     }
     // The warm-up run CubeCL's capture asks for computes the step.
-    let hidden = model.run_blocks(x.clone(), start, Some(&position), cache, false);
+    let x = embed_step(table, &position);
+    let hidden = model.run_blocks(x, start, Some(&position), cache, false);
     let recorded = client.start_capture().and_then(|()| {
-        let output = model.run_blocks(x.clone(), start, Some(&position), cache, false);
+        let x = embed_step(table, &position);
+        let output = model.run_blocks(x, start, Some(&position), cache, false);
         client.stop_capture().map(|graph| (graph, output))
     });
     match recorded {
@@ -214,7 +271,6 @@ pub(crate) fn decode(
             step.graph = Some(StepGraph {
                 graph,
                 key,
-                input: x,
                 output,
                 _model: model.clone(),
             });

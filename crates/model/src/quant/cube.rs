@@ -779,3 +779,76 @@ impl QuantOps for Cube {
         out
     }
 }
+
+/// One row of a part of an embedding table (rows `first..first + rows` of the whole), for the
+/// token id at `ids[at]`: written into `out` when the id falls in this part (or past it, for
+/// the last part, clamped to its last row as [`quant_rows_kernel`] clamps), left alone when
+/// it does not. The parts of a table, launched in turn on one `out`, give the row of any id:
+/// the lookup of a recorded decoding step (`crate::step_graph`), whose id changes from one
+/// replay to the next without the host choosing the part.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn quant_owned_row_kernel(
+    blocks: &[u32],
+    ids: &[u32],
+    out: &mut [f32],
+    at: u32,
+    first: u32,
+    rows: u32,
+    cols: u32,
+    row_bytes: u32,
+    last: u32,
+    #[comptime] format: QuantFormat,
+) {
+    let k = ABSOLUTE_POS as u32;
+    let id = ids[at as usize];
+    if k < cols.div_ceil(8) && id >= first && (id - first < rows || last == 1) {
+        let row = min(id - first, rows - 1);
+        let mut w = Array::<f32>::new(8usize);
+        dequant8(blocks, row * row_bytes, k, cols, &mut w, format);
+        #[unroll]
+        for v in 0..8u32 {
+            let col = k * 8 + v;
+            if col < cols {
+                out[col as usize] = w[v as usize];
+            }
+        }
+    }
+}
+
+/// [`quant_owned_row_kernel`] of one part (`blocks`, rows `first..first + layout.rows`) into
+/// `out` (`[1, layout.cols]`), for the id at `ids[at]`.
+pub(crate) fn owned_row_into(
+    blocks: CubeTensor,
+    ids: CubeTensor,
+    out: &CubeTensor,
+    at: usize,
+    first: usize,
+    layout: QuantLayout,
+    last: bool,
+) {
+    let blocks = into_contiguous(blocks);
+    let ids = into_contiguous(ids);
+    let words = blocks.meta.shape()[0];
+    let chunks = layout.cols.div_ceil(8) as u32;
+    // SAFETY: `blocks` is bound with its words, `ids` with its values (`at` is below them,
+    // the caller's step buffer), `out` with one row; the kernel reads the part's rows only (the
+    // id clamped to them) and writes below `cols`.
+    unsafe {
+        quant_owned_row_kernel::launch(
+            &blocks.client,
+            CubeCount::Static(chunks.div_ceil(THREADS).max(1), 1, 1),
+            CubeDim::new_1d(THREADS),
+            BufferArg::from_raw_parts(blocks.handle.clone(), words),
+            BufferArg::from_raw_parts(ids.handle.clone(), ids.meta.shape().num_elements()),
+            BufferArg::from_raw_parts(out.handle.clone(), layout.cols),
+            at as u32,
+            first as u32,
+            layout.rows as u32,
+            layout.cols as u32,
+            row_bytes(layout),
+            u32::from(last),
+            layout.format,
+        );
+    }
+}

@@ -7,7 +7,7 @@
 //! zero-padded to a multiple of four), so device memory for weights is the GGUF's tensor bytes.
 
 #[cfg(feature = "wgpu")]
-mod cube;
+pub(crate) mod cube;
 mod flex;
 
 pub use stampo_quant::{act, attention, dot, format, matmul, pool, unpack};
@@ -275,7 +275,7 @@ impl QLinear {
     }
 
     /// The first row of part `p` and that part's layout.
-    fn part(&self, p: usize) -> (usize, QuantLayout) {
+    pub(crate) fn part(&self, p: usize) -> (usize, QuantLayout) {
         let first = p * self.part_rows;
         let rows = self.part_rows.min(self.layout.rows - first);
         (
