@@ -146,7 +146,19 @@ impl Cache {
         let _ = on;
     }
 
-    /// Decoding steps replayed from a recording so far (0 on the CPU).
+    /// Where replaying decoding steps stands on the wgpu device: `"recorded"` (a step's
+    /// recording is held), `"on"` (nothing recorded yet), `"off"` (turned off, or CubeCL
+    /// refused a capture); `None` on the CPU.
+    pub fn step_graphs(&self) -> Option<&'static str> {
+        #[cfg(feature = "wgpu")]
+        if let Some(step) = &self.step {
+            return Some(step.state());
+        }
+        None
+    }
+
+    /// Decoding steps so far that replayed an earlier step's recording (0 on the CPU; a step
+    /// that records is not counted, though its result comes from a replay too).
     pub fn replayed_steps(&self) -> u64 {
         #[cfg(feature = "wgpu")]
         if let Some(step) = &self.step {

@@ -198,6 +198,15 @@ impl StepState {
         }
     }
 
+    /// See [`Cache::step_graphs`].
+    pub(crate) fn state(&self) -> &'static str {
+        match (self.enabled, &self.graph) {
+            (false, _) => "off",
+            (true, Some(_)) => "recorded",
+            (true, None) => "on",
+        }
+    }
+
     pub(crate) fn set_enabled(&mut self, on: bool) {
         self.enabled = on;
         if !on {
@@ -233,19 +242,16 @@ pub(crate) fn decode(
     };
     set_step(&step.position, start, token);
     if let Some(recorded) = step.graph.as_ref().filter(|g| g.key == key) {
-        // SAFETY: the graph's buffers are alive (the cache holds its caches and step buffer,
-        // the graph its output and model) and used only from this stream: a forward pass runs
-        // on the device's own thread, and the cache is borrowed mutably.
-        unsafe { recorded.graph.replay() }.map_err(device_lost)?;
-        let output = Tensor::empty(recorded.output.dims(), &recorded.output.device());
-        copy_into(recorded.output.clone(), &output);
         step.replays += 1;
-        return Ok(output);
+        return replay(recorded);
     }
     // Its pages come free for the new recording.
     step.graph = None;
     let position = step.position.clone();
-    let table = model.embedding();
+    let launched = |cache: &mut Cache| {
+        let x = embed_step(model.embedding(), &position);
+        model.run_blocks(x, start, Some(&position), cache, false)
+    };
     let device = model.device();
     let DispatchDevice::Cube(device) = device.as_dispatch() else {
         return Err(ModelError::DeviceLost {
@@ -255,34 +261,46 @@ pub(crate) fn decode(
     let client = device.client();
     if client.graph_prepare().is_err() {
         step.enabled = false;
-        let x = embed_step(table, &position);
-        return Ok(model.run_blocks(x, start, Some(&position), cache, false));
+        return Ok(launched(cache));
     }
-    // The warm-up run CubeCL's capture asks for computes the step.
-    let x = embed_step(table, &position);
-    let hidden = model.run_blocks(x, start, Some(&position), cache, false);
+    // The warm-up run CubeCL's capture asks for. Nothing may be allocated while recording
+    // beyond what the warm-up run freed, so its output goes too (keeping it failed in the
+    // browser, one row short); the replay below computes the step again, the same values
+    // into the same cache positions.
+    drop(launched(cache));
     let recorded = client.start_capture().and_then(|()| {
-        let x = embed_step(table, &position);
-        let output = model.run_blocks(x, start, Some(&position), cache, false);
+        let output = launched(cache);
         client.stop_capture().map(|graph| (graph, output))
     });
     match recorded {
         Ok((graph, output)) => {
-            step.graph = Some(StepGraph {
+            let recorded = step.graph.insert(StepGraph {
                 graph,
                 key,
                 output,
                 _model: model.clone(),
             });
+            replay(recorded)
         }
         Err(_) => {
-            // Closes a capture that was only prepared (a no-op otherwise); the step's result
-            // is the warm-up run's either way.
+            // Closes a capture that was only prepared (a no-op otherwise).
             let _ = client.stop_capture();
             step.enabled = false;
+            Ok(launched(cache))
         }
     }
-    Ok(hidden)
+}
+
+/// Replays `recorded` (its step buffer written) and copies its output into a tensor of the
+/// caller's.
+fn replay(recorded: &StepGraph) -> Result<Tensor<2>> {
+    // SAFETY: the graph's buffers are alive (the cache holds its caches and step buffer, the
+    // graph its output and model) and used only from this stream: a forward pass runs on the
+    // device's own thread, and the cache is borrowed mutably.
+    unsafe { recorded.graph.replay() }.map_err(device_lost)?;
+    let output = Tensor::empty(recorded.output.dims(), &recorded.output.device());
+    copy_into(recorded.output.clone(), &output);
+    Ok(output)
 }
 
 fn device_lost(e: cubecl::server::ServerError) -> ModelError {

@@ -61,6 +61,8 @@ fn decode_both(model: &Transformer, prompt: &[u32], steps: usize, what: &str) ->
         0,
         "{what}: replay was turned off"
     );
+    assert_eq!(launched.step_graphs(), Some("off"), "{what}");
+    assert_eq!(replayed.step_graphs(), Some("recorded"), "{what}");
     replayed
 }
 
