@@ -219,7 +219,9 @@ export function createHost(post) {
       case "warmUp": {
         const started = performance.now();
         await loaded().warmUp();
-        return { warmUpMs: performance.now() - started };
+        const warmUpMs = performance.now() - started;
+        // The warm-up's one token is a decoding step: on WebGPU it records the step's launches.
+        return { warmUpMs, stepGraphs: JSON.parse(loaded().info()).step_graphs ?? null };
       }
       case "tokenize":
         return {

@@ -43,6 +43,11 @@ export interface ModelInfo {
   webgpu_fallback: string | null;
   /** Threads the CPU path's products run on (1 on WebGPU). */
   threads: number;
+  /**
+   * On WebGPU, whether decoding steps replay a recording of the warm-up's step ("recorded"),
+   * or launch kernel by kernel because the recording was refused ("off"); null on the CPU.
+   */
+  step_graphs: "recorded" | "on" | "off" | null;
   /** Why a CPU load asking for several threads runs on one (a page not cross-origin isolated, say); null otherwise. */
   threads_fallback: string | null;
   /**

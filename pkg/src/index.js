@@ -468,10 +468,10 @@ export class Stampo {
       // One token through the model, forgotten: on WebGPU this compiles the kernels, which
       // the first request would otherwise wait for.
       onProgress?.({ phase: "warm-up", loaded: bytes, total: bytes });
-      const { warmUpMs } = await channel.call({ type: "warmUp" });
+      const { warmUpMs, stepGraphs } = await channel.call({ type: "warmUp" });
       onProgress?.({ phase: "ready", loaded: bytes, total: bytes });
       const store = opened.store?.kind ?? null;
-      return new Stampo(channel, { ...msg.info, loadMs: msg.loadMs, warmUpMs, source: opened.source, cacheStore: store, bytes, cacheError });
+      return new Stampo(channel, { ...msg.info, step_graphs: stepGraphs, loadMs: msg.loadMs, warmUpMs, source: opened.source, cacheStore: store, bytes, cacheError });
     } catch (err) {
       // A failed load leaves nothing running: the worker (and all it held) is stopped.
       channel.worker?.terminate();

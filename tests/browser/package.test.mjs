@@ -135,6 +135,7 @@ test("the default model loads into the worker with progress, on the CPU", { time
   assert.equal(info.source, "network");
   assert.equal(info.device, "cpu");
   assert.match(info.webgpu_fallback, /software fallback|no WebGPU/, "auto says why WebGPU was passed over");
+  assert.equal(info.step_graphs, null, "no recorded steps on the CPU path");
   assert.equal(info.architecture, "llama");
   assert.deepEqual(info.phases, ["download", "parse", "upload", "warm-up", "ready"]);
   // The weights' upload counts up, tensor by tensor, to all of the file's tensor bytes.
@@ -266,13 +267,16 @@ test("on WebGPU the model gives the CPU path's first-token probabilities and a s
     try {
       const onGpu = await gpu.completion(probe);
       const gpuCity = await gpu.completion(city);
-      return { device: gpu.device, fallback: gpu.info.webgpu_fallback, loadMs, warmUpMs: gpu.info.warmUpMs, wasmMemory: gpu.info.wasm_memory_bytes, fileBytes: gpu.info.bytes, cpu, onGpu, cpuCity, gpuCity };
+      return { device: gpu.device, fallback: gpu.info.webgpu_fallback, stepGraphs: gpu.info.step_graphs, loadMs, warmUpMs: gpu.info.warmUpMs, wasmMemory: gpu.info.wasm_memory_bytes, fileBytes: gpu.info.bytes, cpu, onGpu, cpuCity, gpuCity };
     } finally {
       await gpu.unload();
     }
   }, { url: MODEL_URL });
   assert.equal(out.device, "webgpu");
   assert.equal(out.fallback, null);
+  // The warm-up's step was recorded, so the answer's decoding steps replay it (a refused
+  // recording would fall back to launching kernel by kernel: "off").
+  assert.equal(out.stepGraphs, "recorded");
   const top = (r) => r.completion_probabilities[0].top_logprobs;
   const [cpuTop, gpuTop] = [top(out.cpu), top(out.onGpu)];
   const show = (list) => JSON.stringify(list.map((t) => [t.token, Math.exp(t.logprob).toFixed(3)]));

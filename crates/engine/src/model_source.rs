@@ -37,6 +37,13 @@ impl ModelSource {
         &self.model
     }
 
+    /// Where replaying decoding steps on the wgpu device stands ([`Cache::step_graphs`]):
+    /// after [`ModelSource::warm_up`], `"recorded"` says a step was recorded and later ones
+    /// replay; `None` on the CPU.
+    pub fn step_graphs(&self) -> Option<&'static str> {
+        self.cache.step_graphs()
+    }
+
     /// Positions the KV cache holds: the largest prompt plus generation.
     pub fn context_size(&self) -> usize {
         self.cache.capacity()

@@ -98,7 +98,8 @@ impl EngineCore {
     }
 
     /// `{"name", "architecture", "context_size", "n_vocab", "weight_bytes", "device",
-    /// "threads"}` (threads: the CPU products' pool, whichever the device), and
+    /// "threads", "step_graphs"}` (threads: the CPU products' pool, whichever the device;
+    /// step_graphs: whether WebGPU's decoding steps replay a recording, null on the CPU), and
     /// `"webgpu_fallback"` (why WebGPU was not used) when `"auto"` chose the CPU.
     pub fn info(&self) -> Value {
         let model = self.loaded.source.model();
@@ -111,6 +112,7 @@ impl EngineCore {
             "device": self.device.name,
             "webgpu_fallback": self.device.fallback,
             "threads": Pool::global().threads(),
+            "step_graphs": self.loaded.source.step_graphs(),
         })
     }
 
