@@ -513,9 +513,9 @@ impl Transformer {
             let hidden = if n == 1 && step.enabled {
                 crate::step_graph::decode(self, tokens[0], start, cache, &mut step)
             } else {
-                crate::step_graph::set_step(&step.position, start, 0);
+                crate::step_graph::set_step(&step.buffer, start, 0);
                 let x = self.embed(tokens);
-                Ok(self.run_blocks(x, start, Some(&step.position), cache, all))
+                Ok(self.run_blocks(x, start, Some(&step.buffer), cache, all))
             };
             cache.step = Some(step);
             cache.position = start + n;

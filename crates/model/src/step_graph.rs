@@ -5,12 +5,12 @@
 //! CubeCL and wgpu costs the host about 8 µs (wgpu's noop backend, bench/README.md), so the
 //! host, not the GPU, bounds a small model's decoding. CubeCL records a sequence of launches
 //! into a *graph* (on wgpu a software one: pipelines, bindings, uniforms and bind groups
-//! resolved once) whose replay only re-encodes the dispatches. Here the first decoding step of a
-//! cache is run twice under CubeCL's capture (its warm-up run, which computes the step, and the
-//! recorded run, which executes nothing), and each later step writes its position and token
-//! into the cache's step buffer (`[start, token]`, where the kernels read them: the embedding
-//! lookup, `quant::cube::owned_row_into`, and the rotation, cache write and attention),
-//! replays, and copies the recorded output out.
+//! resolved once) whose replay only re-encodes the dispatches. Here a cache's first decoding
+//! step runs under CubeCL's capture (a warm-up run, then the recorded run, which executes
+//! nothing) and is computed by the recording's first replay; each later step writes its
+//! position and token into the cache's step buffer (`[start, token]`, where the kernels read
+//! them: the embedding lookup, `quant::cube::owned_row_into`, and the rotation, cache write and
+//! attention), replays, and copies the recorded output out.
 //!
 //! A graph holds for as long as a step's launches are the same: the same model and cache
 //! buffers (the graph lives in the [`Cache`] and names the model it was recorded with) and the
@@ -182,16 +182,16 @@ impl std::fmt::Debug for StepGraph {
 #[derive(Debug)]
 pub(crate) struct StepState {
     /// The step buffer, `[start, token]` ([`step_tensor`]).
-    pub(crate) position: Tensor<1, Int>,
+    pub(crate) buffer: Tensor<1, Int>,
     graph: Option<StepGraph>,
     pub(crate) enabled: bool,
     pub(crate) replays: u64,
 }
 
 impl StepState {
-    pub(crate) fn new(position: Tensor<1, Int>) -> StepState {
+    pub(crate) fn new(buffer: Tensor<1, Int>) -> StepState {
         StepState {
-            position,
+            buffer,
             graph: None,
             enabled: enabled_by_default(),
             replays: 0,
@@ -240,17 +240,17 @@ pub(crate) fn decode(
         model: model.id(),
         splits: model.attention_splits(start),
     };
-    set_step(&step.position, start, token);
+    set_step(&step.buffer, start, token);
     if let Some(recorded) = step.graph.as_ref().filter(|g| g.key == key) {
         step.replays += 1;
         return replay(recorded);
     }
     // Its pages come free for the new recording.
     step.graph = None;
-    let position = step.position.clone();
+    let buffer = step.buffer.clone();
     let launched = |cache: &mut Cache| {
-        let x = embed_step(model.embedding(), &position);
-        model.run_blocks(x, start, Some(&position), cache, false)
+        let x = embed_step(model.embedding(), &buffer);
+        model.run_blocks(x, start, Some(&buffer), cache, false)
     };
     let device = model.device();
     let DispatchDevice::Cube(device) = device.as_dispatch() else {
@@ -296,7 +296,7 @@ pub(crate) fn decode(
 fn replay(recorded: &StepGraph) -> Result<Tensor<2>> {
     // SAFETY: the graph's buffers are alive (the cache holds its caches and step buffer, the
     // graph its output and model) and used only from this stream: a forward pass runs on the
-    // device's own thread, and the cache is borrowed mutably.
+    // device's own thread (natively; wasm has one thread), and the cache is borrowed mutably.
     unsafe { recorded.graph.replay() }.map_err(device_lost)?;
     let output = Tensor::empty(recorded.output.dims(), &recorded.output.device());
     copy_into(recorded.output.clone(), &output);
