@@ -499,6 +499,29 @@ fn quant_gated_kernel<N: Size>(
     }
 }
 
+/// Values `8k..8k + 8` (those below `cols`) of the row whose blocks start at byte `row_at`,
+/// stored at `out[base + column]`.
+#[cube]
+fn store_row_chunk(
+    blocks: &[u32],
+    row_at: u32,
+    k: u32,
+    cols: u32,
+    out: &mut [f32],
+    base: u32,
+    #[comptime] format: QuantFormat,
+) {
+    let mut w = Array::<f32>::new(8usize);
+    dequant8(blocks, row_at, k, cols, &mut w, format);
+    #[unroll]
+    for v in 0..8u32 {
+        let col = k * 8 + v;
+        if col < cols {
+            out[(base + col) as usize] = w[v as usize];
+        }
+    }
+}
+
 /// Eight values per unit, decoded as the matmul decodes them: `out[i, 8k..8k + 8] =
 /// W[ids[i], 8k..8k + 8]`.
 #[cube(launch)]
@@ -519,15 +542,7 @@ fn quant_rows_kernel(
         let k = at % chunks;
         // Ids are checked against the vocabulary by the model; a stray one reads the last row.
         let row = min(ids[i as usize], rows - 1);
-        let mut w = Array::<f32>::new(8usize);
-        dequant8(blocks, row * row_bytes, k, cols, &mut w, format);
-        #[unroll]
-        for v in 0..8u32 {
-            let col = k * 8 + v;
-            if col < cols {
-                out[(i * cols + col) as usize] = w[v as usize];
-            }
-        }
+        store_row_chunk(blocks, row * row_bytes, k, cols, out, i * cols, format);
     }
 }
 
@@ -804,15 +819,7 @@ fn quant_owned_row_kernel(
     let id = ids[at as usize];
     if k < cols.div_ceil(8) && id >= first && (id - first < rows || last == 1) {
         let row = min(id - first, rows - 1);
-        let mut w = Array::<f32>::new(8usize);
-        dequant8(blocks, row * row_bytes, k, cols, &mut w, format);
-        #[unroll]
-        for v in 0..8u32 {
-            let col = k * 8 + v;
-            if col < cols {
-                out[col as usize] = w[v as usize];
-            }
-        }
+        store_row_chunk(blocks, row * row_bytes, k, cols, out, 0, format);
     }
 }
 
