@@ -108,7 +108,7 @@ pub struct Transformer {
 pub struct Cache {
     layers: Vec<KvCache>,
     position: usize,
-    /// On the wgpu device: the position buffer its kernels read and the recorded decoding step.
+    /// On the wgpu device: the step buffer its kernels read and the recorded decoding step.
     #[cfg(feature = "wgpu")]
     step: Option<crate::step_graph::StepState>,
 }
@@ -136,8 +136,8 @@ impl Cache {
     }
 
     /// Whether decoding steps on the wgpu device are recorded once and replayed (the
-    /// default, unless `STAMPO_WGPU_GRAPHS=0`): the same kernels on the same buffers, with
-    /// about a fifteenth of the host's work a step. Nothing changes on the CPU.
+    /// default, unless `STAMPO_WGPU_GRAPHS=0`): the same kernels on the same buffers, the
+    /// layers' launches at about a fifteenth of their host work. Nothing changes on the CPU.
     pub fn set_step_graphs(&mut self, on: bool) {
         #[cfg(feature = "wgpu")]
         if let Some(step) = &mut self.step {
@@ -518,7 +518,9 @@ impl Transformer {
                 Ok(self.run_blocks(x, start, Some(&step.buffer), cache, all))
             };
             cache.step = Some(step);
-            cache.position = start + n;
+            if hidden.is_ok() {
+                cache.position = start + n;
+            }
             return hidden;
         }
         let x = self.embed(tokens);
