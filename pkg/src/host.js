@@ -119,11 +119,18 @@ function fail(code, message) {
 }
 
 /**
- * The device for `requested`. "auto" takes WebGPU only from a hardware adapter: a software
- * fallback adapter (SwiftShader) runs slower than the CPU path. Returns the device to ask the
- * engine for and, when "auto" passes WebGPU over, why.
+ * Storage buffers one shader stage of the WebGPU path binds at most: the fused rotation and
+ * KV-cache write reads its position from a buffer of its own (so that a recorded decoding
+ * step replays anywhere), one more than WebGPU's guaranteed 8.
  */
-async function chooseDevice(requested) {
+export const STORAGE_BUFFERS_NEEDED = 9;
+
+/**
+ * The device for `requested`. "auto" takes WebGPU only from a hardware adapter that grants
+ * what the WebGPU path binds: a software fallback adapter (SwiftShader) runs slower than the
+ * CPU path. Returns the device to ask the engine for and, when "auto" passes WebGPU over, why.
+ */
+export async function chooseDevice(requested) {
   if (requested !== "auto") return { device: requested, fallback: null };
   if (!globalThis.navigator?.gpu) return { device: "cpu", fallback: "this browser has no WebGPU" };
   const adapter = await navigator.gpu.requestAdapter().catch(() => null);
@@ -132,6 +139,10 @@ async function chooseDevice(requested) {
   if (info.isFallbackAdapter ?? adapter.isFallbackAdapter) {
     const name = [info.vendor, info.architecture].filter(Boolean).join(" ") || "unnamed";
     return { device: "cpu", fallback: `the WebGPU adapter (${name}) is a software fallback, slower than the CPU path` };
+  }
+  const storage = adapter.limits?.maxStorageBuffersPerShaderStage ?? 0;
+  if (storage < STORAGE_BUFFERS_NEEDED) {
+    return { device: "cpu", fallback: `the WebGPU adapter grants ${storage} storage buffers a shader stage; the WebGPU path binds ${STORAGE_BUFFERS_NEEDED}` };
   }
   return { device: "auto", fallback: null };
 }
