@@ -83,21 +83,24 @@ run() {
     echo "== the launch floor: a miniature with SmolLM2's kernels and nothing to compute"
     timeout 60 $bin/bench /tmp/models/miniature.gguf 16 256 wgpu 2>/dev/null | tee "$out/miniature.jsonl"
 
-    echo "== launches from the device's thread (default) against handed over one by one (STAMPO_WGPU_INLINE=0)"
-    for inline in 1 0 1 0; do
-        for m in miniature "${MODELS[0]}"; do
-            echo "{\"inline\":$inline}"
-            STAMPO_WGPU_INLINE=$inline timeout 60 $bin/bench "/tmp/models/$m.gguf" 128 128 wgpu 2>/dev/null
+    # 128 + 128 tokens of each model named after $1 and $2, with the variable $2 at 1, then
+    # 0, twice over; each run's JSON line after a line {"$1": value}.
+    alternate() {
+        local key=$1 var=$2
+        shift 2
+        for value in 1 0 1 0; do
+            for m in "$@"; do
+                echo "{\"$key\":$value}"
+                env "$var=$value" timeout 60 $bin/bench "/tmp/models/$m.gguf" 128 128 wgpu 2>/dev/null
+            done
         done
-    done | tee "$out/inline.jsonl"
+    }
+
+    echo "== launches from the device's thread (default) against handed over one by one (STAMPO_WGPU_INLINE=0)"
+    alternate inline STAMPO_WGPU_INLINE miniature "${MODELS[0]}" | tee "$out/inline.jsonl"
 
     echo "== decoding steps replayed from a recording (default) against launched one by one (STAMPO_WGPU_GRAPHS=0)"
-    for graphs in 1 0 1 0; do
-        for m in miniature "${MODELS[@]}"; do
-            echo "{\"graphs\":$graphs}"
-            STAMPO_WGPU_GRAPHS=$graphs timeout 60 $bin/bench "/tmp/models/$m.gguf" 128 128 wgpu 2>/dev/null
-        done
-    done | tee "$out/graphs.jsonl"
+    alternate graphs STAMPO_WGPU_GRAPHS miniature "${MODELS[@]}" | tee "$out/graphs.jsonl"
 
     echo "== the host's floor: the miniature and SmolLM2 on wgpu's noop backend (launched, never run)"
     timeout 60 $bin/bench /tmp/models/miniature.gguf 16 256 noop 2>/dev/null | tee "$out/noop.jsonl"

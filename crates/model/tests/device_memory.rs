@@ -23,11 +23,7 @@ fn weights_take_their_gguf_bytes_on_wgpu() {
             .expect("the wgpu device reports its pools")
     };
     let mut models = Vec::new();
-    for file in [
-        "SmolLM2-135M-Instruct.Q4_1.gguf",
-        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-        "gemma-3-270m-q4_k_m.gguf",
-    ] {
+    for file in common::DEFAULT_MODELS {
         let Some(bytes) = model_bytes(file) else {
             continue;
         };

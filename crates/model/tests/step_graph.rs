@@ -69,11 +69,7 @@ fn decode_both(model: &Transformer, prompt: &[u32], steps: usize, what: &str) ->
 #[test]
 fn replayed_steps_of_each_model_give_the_launched_logits() {
     let Some(device) = wgpu_device() else { return };
-    for file in [
-        "SmolLM2-135M-Instruct.Q4_1.gguf",
-        "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-        "gemma-3-270m-q4_k_m.gguf",
-    ] {
+    for file in common::DEFAULT_MODELS {
         let Some(bytes) = model_bytes(file) else {
             continue;
         };

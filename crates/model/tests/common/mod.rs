@@ -11,6 +11,13 @@ pub mod miniature;
 mod wgpu;
 pub use wgpu::wgpu_device;
 
+/// The three default models' files, in [`models_dir`].
+pub const DEFAULT_MODELS: [&str; 3] = [
+    "SmolLM2-135M-Instruct.Q4_1.gguf",
+    "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    "gemma-3-270m-q4_k_m.gguf",
+];
+
 /// Where the GGUF models are: `$STAMPO_MODELS`, else `$HOME/.cache/stampo/models`.
 pub fn models_dir() -> PathBuf {
     match std::env::var_os("STAMPO_MODELS") {
