@@ -119,16 +119,10 @@ function fail(code, message) {
 }
 
 /**
- * Storage buffers one shader stage of the WebGPU path binds at most: the fused rotation and
- * KV-cache write reads its position from a buffer of its own (so that a recorded decoding
- * step replays anywhere), one more than WebGPU's guaranteed 8.
- */
-export const STORAGE_BUFFERS_NEEDED = 9;
-
-/**
- * The device for `requested`. "auto" takes WebGPU only from a hardware adapter that grants
- * what the WebGPU path binds: a software fallback adapter (SwiftShader) runs slower than the
- * CPU path. Returns the device to ask the engine for and, when "auto" passes WebGPU over, why.
+ * The device for `requested`. "auto" takes WebGPU only from a hardware adapter: a software
+ * fallback adapter (SwiftShader) runs slower than the CPU path. Any adapter grants what the
+ * WebGPU path binds: its kernels keep within WebGPU's default limits (8 storage buffers a
+ * shader stage; crates/model/tests/webgpu_limits.rs). Returns the device to ask the engine for and, when "auto" passes WebGPU over, why.
  */
 export async function chooseDevice(requested) {
   if (requested !== "auto") return { device: requested, fallback: null };
@@ -139,10 +133,6 @@ export async function chooseDevice(requested) {
   if (info.isFallbackAdapter ?? adapter.isFallbackAdapter) {
     const name = [info.vendor, info.architecture].filter(Boolean).join(" ") || "unnamed";
     return { device: "cpu", fallback: `the WebGPU adapter (${name}) is a software fallback, slower than the CPU path` };
-  }
-  const storage = adapter.limits?.maxStorageBuffersPerShaderStage ?? 0;
-  if (storage < STORAGE_BUFFERS_NEEDED) {
-    return { device: "cpu", fallback: `the WebGPU adapter grants ${storage} storage buffers a shader stage; the WebGPU path binds ${STORAGE_BUFFERS_NEEDED}` };
   }
   return { device: "auto", fallback: null };
 }

@@ -1,8 +1,9 @@
 // The package's choice of device for "auto", against fake WebGPU adapters (Node, no browser):
-// a hardware adapter is taken only when it grants the storage buffers the WebGPU path binds.
+// a hardware adapter is taken, even one granting only WebGPU's default limits; a software
+// fallback is passed over.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { chooseDevice, STORAGE_BUFFERS_NEEDED } from "../../pkg/src/host.js";
+import { chooseDevice } from "../../pkg/src/host.js";
 
 function withAdapter(adapter, run) {
   const before = Object.getOwnPropertyDescriptor(globalThis, "navigator");
@@ -23,24 +24,14 @@ const hardware = (storage) => ({
   limits: { maxStorageBuffersPerShaderStage: storage },
 });
 
-test("auto takes a hardware adapter granting the storage buffers the WebGPU path binds", async () => {
-  assert.equal(STORAGE_BUFFERS_NEEDED, 9);
-  await withAdapter(hardware(10), async () => {
-    assert.deepEqual(await chooseDevice("auto"), { device: "auto", fallback: null });
-  });
-});
-
-test("auto passes over an adapter granting WebGPU's guaranteed 8 storage buffers, and says why", async () => {
+test("auto takes a hardware adapter granting only WebGPU's guaranteed 8 storage buffers", async () => {
   await withAdapter(hardware(8), async () => {
-    const chosen = await chooseDevice("auto");
-    assert.equal(chosen.device, "cpu");
-    assert.match(chosen.fallback, /grants 8 storage buffers a shader stage; the WebGPU path binds 9/);
-    // Asked for by name, WebGPU is still tried.
+    assert.deepEqual(await chooseDevice("auto"), { device: "auto", fallback: null });
     assert.deepEqual(await chooseDevice("webgpu"), { device: "webgpu", fallback: null });
   });
 });
 
-test("auto passes over a software fallback adapter first", async () => {
+test("auto passes over a software fallback adapter", async () => {
   await withAdapter({ ...hardware(10), isFallbackAdapter: true }, async () => {
     assert.match((await chooseDevice("auto")).fallback, /software fallback/);
   });

@@ -94,54 +94,62 @@ fn wgpu_device() -> Result<Device> {
         .map_err(|e| ModelError::DeviceUnavailable(format!("wgpu ({e})")))
 }
 
+/// A wgpu device on the machine's own adapter granting only WebGPU's default limits (8
+/// storage buffers a shader stage, 128 MiB a binding), the least a browser's device may
+/// grant: a kernel that binds one buffer too many fails a test here
+/// (`tests/webgpu_limits.rs`) rather than in a user's browser. It has the adapter's features
+/// (CubeCL compiles for those). Like [`DeviceKind::device`], one per process; an error
+/// without the `wgpu` feature.
+#[cfg(not(target_family = "wasm"))]
+pub fn minimal_webgpu_device() -> Result<Device> {
+    #[cfg(feature = "wgpu")]
+    {
+        static DEVICE: std::sync::OnceLock<std::result::Result<Device, String>> =
+            std::sync::OnceLock::new();
+        DEVICE
+            .get_or_init(minimal_webgpu)
+            .clone()
+            .map_err(|e| ModelError::DeviceUnavailable(format!("wgpu at WebGPU's limits ({e})")))
+    }
+    #[cfg(not(feature = "wgpu"))]
+    Err(ModelError::DeviceUnavailable(
+        "wgpu (built without the `wgpu` feature)".to_string(),
+    ))
+}
+
+/// See [`minimal_webgpu_device`].
+#[cfg(all(feature = "wgpu", not(target_family = "wasm")))]
+fn minimal_webgpu() -> std::result::Result<Device, String> {
+    use burn::tensor::wgpu::wgpu;
+    let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
+    desc.backends = wgpu::Backends::PRIMARY;
+    device_granting(desc, "stampo minimal WebGPU")
+}
+
 /// A wgpu device on wgpu's *noop* backend, for measuring the host's share of a step: every
 /// kernel launch goes through burn, CubeCL and wgpu-core as on a GPU (pipelines, bind groups,
 /// the memory pool, submissions), but no kernel runs; buffers are host memory, so reads come
 /// back (as zeros or whatever was written) and nothing waits on a device. A decoding step's
 /// time there is the launch floor a GPU cannot go below, less the driver's own work.
 ///
-/// The adapter states WebGPU's default limits (as a browser grants) with 16 storage buffers a
-/// stage, and no optional features, as Chrome on Linux (no `shader-f16`). Outputs are not a
-/// model's: use it for timing only. Like [`DeviceKind::device`], one per process.
+/// The adapter states WebGPU's default limits, as the least browser device grants, and no
+/// optional features, as Chrome on Linux (no `shader-f16`). Outputs are not a model's: use it
+/// for timing only. Like [`DeviceKind::device`], one per process.
 #[cfg(all(feature = "noop", not(target_family = "wasm")))]
 pub fn noop_wgpu_device() -> Result<Device> {
-    use burn::tensor::wgpu::{WgpuSetup, wgpu};
+    use burn::tensor::wgpu::wgpu;
     static DEVICE: std::sync::OnceLock<std::result::Result<Device, String>> =
         std::sync::OnceLock::new();
-    let make = || -> std::result::Result<Device, String> {
-        let limits = wgpu::Limits {
-            max_storage_buffers_per_shader_stage: 16,
-            ..wgpu::Limits::default()
-        };
+    let make = || {
         let mut desc = wgpu::InstanceDescriptor::new_without_display_handle();
         desc.backends = wgpu::Backends::NOOP;
         desc.backend_options.noop = wgpu::NoopBackendOptions {
             enable: true,
-            limits: Some(limits.clone()),
+            limits: Some(wgpu::Limits::default()),
             features: Some(wgpu::Features::empty()),
             ..Default::default()
         };
-        let instance = wgpu::Instance::new(desc);
-        let adapter = ready_now(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))?
-            .map_err(|e| e.to_string())?;
-        let (device, queue) = ready_now(adapter.request_device(&wgpu::DeviceDescriptor {
-            label: Some("stampo noop"),
-            required_features: wgpu::Features::empty(),
-            required_limits: limits,
-            ..Default::default()
-        }))?
-        .map_err(|e| e.to_string())?;
-        let setup = WgpuSetup {
-            instance,
-            adapter,
-            device,
-            queue,
-            backend: wgpu::Backend::Noop,
-        };
-        Device::wgpu_options()
-            .setup(setup)
-            .init()
-            .map_err(|e| e.to_string())
+        device_granting(desc, "stampo noop")
     };
     DEVICE
         .get_or_init(make)
@@ -149,9 +157,41 @@ pub fn noop_wgpu_device() -> Result<Device> {
         .map_err(|e| ModelError::DeviceUnavailable(format!("wgpu noop ({e})")))
 }
 
+/// burn's device on the first adapter of an instance made from `desc`, asked for WebGPU's
+/// default limits and the adapter's features.
+#[cfg(all(feature = "wgpu", not(target_family = "wasm")))]
+fn device_granting(
+    desc: burn::tensor::wgpu::wgpu::InstanceDescriptor,
+    label: &str,
+) -> std::result::Result<Device, String> {
+    use burn::tensor::wgpu::{WgpuSetup, wgpu};
+    let instance = wgpu::Instance::new(desc);
+    let adapter = ready_now(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))?
+        .map_err(|e| e.to_string())?;
+    let (device, queue) = ready_now(adapter.request_device(&wgpu::DeviceDescriptor {
+        label: Some(label),
+        required_features: adapter.features(),
+        required_limits: wgpu::Limits::default(),
+        ..Default::default()
+    }))?
+    .map_err(|e| e.to_string())?;
+    let backend = adapter.get_info().backend;
+    let setup = WgpuSetup {
+        instance,
+        adapter,
+        device,
+        queue,
+        backend,
+    };
+    Device::wgpu_options()
+        .setup(setup)
+        .init()
+        .map_err(|e| e.to_string())
+}
+
 /// The output of a future that native wgpu resolves at once (adapter and device requests):
 /// polled once, with no executor.
-#[cfg(all(feature = "noop", not(target_family = "wasm")))]
+#[cfg(all(feature = "wgpu", not(target_family = "wasm")))]
 fn ready_now<F: std::future::IntoFuture>(future: F) -> std::result::Result<F::Output, String> {
     let mut future = std::pin::pin!(future.into_future());
     let mut cx = std::task::Context::from_waker(std::task::Waker::noop());

@@ -86,13 +86,12 @@ pub enum RopeStyle {
     Neox,
 }
 
-/// Rotary position embedding: cos/sin tables for every position the cache can hold.
+/// Rotary position embedding: the rotations for every position the cache can hold.
 #[derive(Module, Debug)]
 pub struct Rope {
-    /// `[positions, head_dim / 2]`.
-    cos: Tensor<2>,
-    /// `[positions, head_dim / 2]`.
-    sin: Tensor<2>,
+    /// `[positions, head_dim / 2, 2]`: each rotation's cosine, then its sine. One table rather
+    /// than two keeps the fused kernel that reads it within WebGPU's 8 storage buffers.
+    rotations: Tensor<3>,
     #[module(skip)]
     style: RopeStyle,
 }
@@ -111,19 +110,16 @@ impl Rope {
     ) -> Rope {
         let half = head_dim / 2;
         let theta_scale = base.powf(-2.0 / head_dim as f32);
-        let mut cos = Vec::with_capacity(positions * half);
-        let mut sin = Vec::with_capacity(positions * half);
+        let mut rotations = Vec::with_capacity(positions * half * 2);
         for p in 0..positions {
             let mut theta = p as f32 * scale;
             for _ in 0..half {
-                cos.push(theta.cos());
-                sin.push(theta.sin());
+                rotations.extend([theta.cos(), theta.sin()]);
                 theta *= theta_scale;
             }
         }
         Rope {
-            cos: Tensor::from_data(TensorData::new(cos, [positions, half]), device),
-            sin: Tensor::from_data(TensorData::new(sin, [positions, half]), device),
+            rotations: Tensor::from_data(TensorData::new(rotations, [positions, half, 2]), device),
             style,
         }
     }
@@ -136,8 +132,7 @@ impl Rope {
         fused::rope(
             q,
             k,
-            self.cos.clone(),
-            self.sin.clone(),
+            self.rotations.clone(),
             start,
             self.style == RopeStyle::Neox,
         )
@@ -259,35 +254,33 @@ impl KvCache {
         (keys, values)
     }
 
-    /// [`Rope::forward`] of `q` and `k`, then [`KvCache::append`] of the rotated keys and
-    /// `v`, in one launch (the wgpu device, whose cache is `f32`): the rotated queries and the
-    /// caches.
+    /// A layer's projections side by side (`qkv`, `[tokens, (heads + 2·kv_heads) · head_dim]`)
+    /// QK-normed where `norms` are given, rotated by `rope`, and the keys and values stored
+    /// as [`KvCache::append`] does, in one launch ([`fused::qkv_cache_write`]; the wgpu device,
+    /// whose cache is `f32`): `qkv` with its queries rotated, and the caches.
     #[cfg(feature = "wgpu")]
-    fn append_rotated(
+    fn append_projected(
         &mut self,
         rope: &Rope,
-        q: Tensor<3>,
-        k: Tensor<3>,
-        v: Tensor<3>,
+        qkv: Tensor<2>,
+        norms: Option<fused::QkNorms>,
         position: &Tensor<1, Int>,
-    ) -> (Tensor<3>, Tensor<3>, Tensor<3>) {
+    ) -> (Tensor<2>, Tensor<3>, Tensor<3>) {
         // Moved out, so the kernel finds the caches unshared and writes them in place.
-        let keys = std::mem::replace(&mut self.keys, Tensor::empty([0, 0, 0], &k.device()));
-        let values = std::mem::replace(&mut self.values, Tensor::empty([0, 0, 0], &k.device()));
-        let (q, keys, values) = fused::rope_cache_write(
-            q,
-            k,
-            v,
+        let keys = std::mem::replace(&mut self.keys, Tensor::empty([0, 0, 0], &qkv.device()));
+        let values = std::mem::replace(&mut self.values, Tensor::empty([0, 0, 0], &qkv.device()));
+        let (qkv, keys, values) = fused::qkv_cache_write(
+            qkv,
             keys,
             values,
-            rope.cos.clone(),
-            rope.sin.clone(),
+            rope.rotations.clone(),
+            norms,
             position,
             rope.style == RopeStyle::Neox,
         );
         self.keys = keys.clone();
         self.values = values.clone();
-        (q, keys, values)
+        (qkv, keys, values)
     }
 }
 
@@ -302,6 +295,9 @@ pub struct Attention {
     pub v: QLinear,
     /// Output projection.
     pub o: QLinear,
+    /// The Q, K and V biases end to end (qwen2), for their product in one launch
+    /// ([`QLinear::stacked_bias`]); `None` without biases.
+    pub qkv_bias: Option<Tensor<1>>,
     /// RMSNorm over each query head (gemma3).
     pub q_norm: Option<RmsNorm>,
     /// RMSNorm over each key head (gemma3).
@@ -338,10 +334,16 @@ impl Attention {
         rope: &Rope,
         cache: &mut KvCache,
     ) -> Tensor<2> {
+        #[cfg(feature = "wgpu")]
+        if on_wgpu(&x.device()) {
+            return self.forward_on_wgpu(x, start, position, rope, cache);
+        }
+        let _ = position;
         let [tokens, _] = x.dims();
         let (h, kvh, hd) = (self.heads, self.kv_heads, self.head_dim);
         // Heads stay in the projections' layout, `[tokens, heads, head_dim]`.
-        let [q, k, v] = QLinear::forward_stacked([&self.q, &self.k, &self.v], x);
+        let layers = [&self.q, &self.k, &self.v];
+        let [q, k, v] = QLinear::forward_stacked(layers, self.qkv_bias.as_ref(), x);
         let mut q = q.reshape([tokens, h, hd]);
         let mut k = k.reshape([tokens, kvh, hd]);
         let v = v.reshape([tokens, kvh, hd]);
@@ -356,23 +358,6 @@ impl Attention {
                 }
             }
         }
-        #[cfg(feature = "wgpu")]
-        if on_wgpu(&q.device()) {
-            let own;
-            let position = match position {
-                Some(position) => position,
-                None => {
-                    own = position_tensor(start, &q.device());
-                    &own
-                }
-            };
-            let (q, keys, values) = cache.append_rotated(rope, q, k, v, position);
-            let window = self.window.unwrap_or(0);
-            return self.o.forward(fused::attention(
-                q, keys, values, start, position, window, self.scale,
-            ));
-        }
-        let _ = position;
         let (q, k) = rope.forward(q, k, start);
         let (keys, values) = cache.append(k, v, start);
         let cpu = self.on_cpu();
@@ -380,6 +365,54 @@ impl Attention {
             return self.o.forward(cpu.over_f16_cache(q, keys, values, start));
         }
         self.o.forward(cpu.with_matmuls(q, keys, values, start))
+    }
+
+    /// [`Attention::forward`] on the wgpu device: the projections side by side, their QK
+    /// norms, rotations and cache writes in one launch ([`KvCache::append_projected`]), the
+    /// attention in one or three.
+    #[cfg(feature = "wgpu")]
+    fn forward_on_wgpu(
+        &self,
+        x: Tensor<2>,
+        start: usize,
+        position: Option<&Tensor<1, Int>>,
+        rope: &Rope,
+        cache: &mut KvCache,
+    ) -> Tensor<2> {
+        let [tokens, _] = x.dims();
+        let own;
+        let position = match position {
+            Some(position) => position,
+            None => {
+                own = position_tensor(start, &x.device());
+                &own
+            }
+        };
+        let (h, kvh, hd) = (self.heads, self.kv_heads, self.head_dim);
+        let layers = [&self.q, &self.k, &self.v];
+        let mut qkv = QLinear::forward_joined(layers, self.qkv_bias.as_ref(), x);
+        let norms = match (&self.q_norm, &self.k_norm) {
+            (Some(q), Some(k)) => Some((q.weight.val(), k.weight.val(), q.eps as f32)),
+            (None, None) => None,
+            (q_norm, k_norm) => {
+                // One of the two alone (no architecture stampo loads has it): normed apart.
+                let mut parts = qkv.split_with_sizes(vec![h * hd, kvh * hd, kvh * hd], 1);
+                for (part, norm, heads) in [(0, q_norm, h), (1, k_norm, kvh)] {
+                    if let Some(norm) = norm {
+                        let normed = norm.forward(parts[part].clone().reshape([tokens, heads, hd]));
+                        parts[part] = normed.reshape([tokens, heads * hd]);
+                    }
+                }
+                qkv = Tensor::cat(parts, 1);
+                None
+            }
+        };
+        let (qkv, keys, values) = cache.append_projected(rope, qkv, norms, position);
+        let q = qkv.narrow(1, 0, h * hd).reshape([tokens, h, hd]);
+        let window = self.window.unwrap_or(0);
+        self.o.forward(fused::attention(
+            q, keys, values, start, position, window, self.scale,
+        ))
     }
 
     /// The settings the CPU's attention loops need.
@@ -569,7 +602,7 @@ impl Mlp {
         {
             return self.down.forward(gated);
         }
-        let [gate, up] = QLinear::forward_stacked([&self.gate, &self.up], x);
+        let [gate, up] = QLinear::forward_stacked([&self.gate, &self.up], None, x);
         self.down.forward(fused::gated(gate, up, gelu))
     }
 }

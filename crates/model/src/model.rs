@@ -267,25 +267,29 @@ impl Transformer {
                     Ok(None)
                 }
             };
+            let q = w.linear(
+                &n("attn_q.weight"),
+                q_dim,
+                d,
+                bias("attn_q.bias").as_deref(),
+            )?;
+            let k = w.linear(
+                &n("attn_k.weight"),
+                kv_dim,
+                d,
+                bias("attn_k.bias").as_deref(),
+            )?;
+            let v = w.linear(
+                &n("attn_v.weight"),
+                kv_dim,
+                d,
+                bias("attn_v.bias").as_deref(),
+            )?;
             let attn = Attention {
-                q: w.linear(
-                    &n("attn_q.weight"),
-                    q_dim,
-                    d,
-                    bias("attn_q.bias").as_deref(),
-                )?,
-                k: w.linear(
-                    &n("attn_k.weight"),
-                    kv_dim,
-                    d,
-                    bias("attn_k.bias").as_deref(),
-                )?,
-                v: w.linear(
-                    &n("attn_v.weight"),
-                    kv_dim,
-                    d,
-                    bias("attn_v.bias").as_deref(),
-                )?,
+                qkv_bias: QLinear::stacked_bias(&[&q, &k, &v]),
+                q,
+                k,
+                v,
                 o: w.linear(&n("attn_output.weight"), d, q_dim, None)?,
                 q_norm: head_norm(&mut w, "attn_q_norm.weight")?,
                 k_norm: head_norm(&mut w, "attn_k_norm.weight")?,

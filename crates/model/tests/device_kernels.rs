@@ -214,7 +214,9 @@ fn check_stacked(device: &Device, name: &str) {
             let x: Vec<f32> = (0..tokens * COLS).map(|_| rng.float()).collect();
             let input =
                 || Tensor::<2>::from_data(TensorData::new(x.clone(), [tokens, COLS]), device);
-            let stacked = QLinear::forward_stacked([&layers[0], &layers[1], &layers[2]], input());
+            let stacked = [&layers[0], &layers[1], &layers[2]];
+            let bias = QLinear::stacked_bias(&stacked);
+            let stacked = QLinear::forward_stacked(stacked, bias.as_ref(), input());
             for (i, (layer, got)) in layers.iter().zip(stacked).enumerate() {
                 let want = to_vec(layer.forward(input())).expect("readback");
                 let got = to_vec(got).expect("readback");
@@ -274,7 +276,8 @@ fn wgpu_gated_product_equals_the_stacked_product_then_the_gate() {
                 for gelu in [false, true] {
                     let got = QLinear::forward_gated(&layers[0], &layers[1], input(), gelu)
                         .expect("two layers of one shape");
-                    let [gate, up] = QLinear::forward_stacked([&layers[0], &layers[1]], input());
+                    let [gate, up] =
+                        QLinear::forward_stacked([&layers[0], &layers[1]], None, input());
                     let want =
                         to_vec(stampo_model::fused::gated(gate, up, gelu)).expect("readback");
                     let got = to_vec(got).expect("readback");

@@ -13,7 +13,6 @@ mod common;
 
 use burn::tensor::{Tensor, TensorData};
 use half::f16;
-use stampo_model::layers::position_tensor;
 use stampo_model::{Device, DeviceKind, fused};
 
 /// The CPU device, and the wgpu device where this build and machine have one.
@@ -95,6 +94,12 @@ fn rope_matches_the_reference_in_both_styles() {
     }
 }
 
+/// The rotation table the kernels read (`[positions, half, 2]`: cosine, sine) for `angles`.
+fn rotations(angles: &[f32], positions: usize, half: usize, device: &Device) -> Tensor<3> {
+    let table: Vec<f32> = angles.iter().flat_map(|a| [a.cos(), a.sin()]).collect();
+    tensor(&table, [positions, half, 2], device)
+}
+
 /// `x` (`[tokens, heads, dim]`) rotated for positions `start..` by the tables.
 fn rotate_reference(
     x: &[f32],
@@ -138,8 +143,7 @@ fn rope_matches_the_reference_in_both_styles_on(name: &str, device: &Device) {
         let (got_q, got_k) = fused::rope(
             tensor(&q, [tokens, q_heads, dim], device),
             tensor(&k, [tokens, k_heads, dim], device),
-            tensor(&cos, [positions, half], device),
-            tensor(&sin, [positions, half], device),
+            rotations(&angles, positions, half, device),
             start,
             neox,
         );
@@ -216,55 +220,86 @@ fn cache_write_rounds_to_f16_and_leaves_a_shared_cache_alone_on(name: &str, devi
 /// shared the cache alone.
 #[test]
 #[cfg(feature = "wgpu")]
-fn rope_and_cache_write_in_one_launch_equal_the_two_operations() {
+fn qk_norms_rope_and_cache_write_in_one_launch_equal_the_three_operations() {
+    use stampo_model::layers::position_tensor;
     let Some(device) = common::wgpu_device() else {
         return;
     };
     let device = &device;
     let mut rng = Rng(5);
-    let (tokens, q_heads, kv, dim, capacity, start) = (3, 6, 2, 16, 12, 7);
-    let half = dim / 2;
-    let q = random(&mut rng, tokens * q_heads * dim, 2.0);
-    let k = random(&mut rng, tokens * kv * dim, 2.0);
-    let v = random(&mut rng, tokens * kv * dim, 2.0);
+    // 80 rotated pairs and 160 normed values a head: more than one of each per unit.
+    let (tokens, q_heads, kv, dim, capacity, start) = (3, 6, 2, 160, 12, 7);
+    let (half, eps) = (dim / 2, 1e-6);
+    let width = (q_heads + 2 * kv) * dim;
+    let qkv = random(&mut rng, tokens * width, 2.0);
     let old = random(&mut rng, kv * capacity * dim, 1.0);
+    let (q_weight, k_weight) = (random(&mut rng, dim, 2.0), random(&mut rng, dim, 2.0));
     let angles: Vec<f32> = (0..capacity * half).map(|i| i as f32 * 0.41).collect();
-    let cos: Vec<f32> = angles.iter().map(|a| a.cos()).collect();
-    let sin: Vec<f32> = angles.iter().map(|a| a.sin()).collect();
-    let cos = || tensor(&cos, [capacity, half], device);
-    let sin = || tensor(&sin, [capacity, half], device);
-    let q = || tensor(&q, [tokens, q_heads, dim], device);
-    let k = || tensor(&k, [tokens, kv, dim], device);
-    let v = || tensor(&v, [tokens, kv, dim], device);
+    let table = || rotations(&angles, capacity, half, device);
+    // Each token's query, key and value heads, taken apart as the three operations want them.
+    let part = |from: usize, heads: usize| -> Tensor<3> {
+        let values: Vec<f32> = qkv
+            .chunks(width)
+            .flat_map(|row| row[from * dim..(from + heads) * dim].to_vec())
+            .collect();
+        tensor(&values, [tokens, heads, dim], device)
+    };
+    let (q, k, v) = (part(0, q_heads), part(q_heads, kv), part(q_heads + kv, kv));
     let cache = || tensor(&old, [kv, capacity, dim], device);
     let position = position_tensor(start, device);
-    for neox in [false, true] {
-        let (want_q, rotated_k) = fused::rope(q(), k(), cos(), sin(), start, neox);
-        let (want_keys, want_values) = fused::cache_write(cache(), cache(), rotated_k, v(), start);
-        let keys = cache();
-        let kept = keys.clone();
-        let (got_q, got_keys, got_values) =
-            fused::rope_cache_write(q(), k(), v(), keys, cache(), cos(), sin(), &position, neox);
+    for (normed, neox) in [(false, false), (false, true), (true, false), (true, true)] {
+        let weights = || {
+            (
+                tensor(&q_weight, [dim], device),
+                tensor(&k_weight, [dim], device),
+            )
+        };
+        let (q, k) = match normed {
+            true => {
+                let (qw, kw) = weights();
+                fused::rms_norm_pair(q.clone(), k.clone(), qw, kw, eps)
+            }
+            false => (q.clone(), k.clone()),
+        };
+        let (want_q, rotated_k) = fused::rope(q, k, table(), start, neox);
+        let (want_keys, want_values) =
+            fused::cache_write(cache(), cache(), rotated_k, v.clone(), start);
+        let input = tensor(&qkv, [tokens, width], device);
+        let kept = (input.clone(), cache());
+        let norms = normed.then(|| {
+            let (qw, kw) = weights();
+            (qw, kw, eps)
+        });
+        let (got_qkv, got_keys, got_values) = fused::qkv_cache_write(
+            input,
+            kept.1.clone(),
+            cache(),
+            table(),
+            norms,
+            &position,
+            neox,
+        );
+        let got_q = got_qkv.narrow(1, 0, q_heads * dim);
         // The same arithmetic; a GPU's compiler may fuse a multiply-add differently in the two
         // kernels, which can move a cached value by one `f16` step (2⁻¹⁰ relative).
-        for (what, got, want, relative) in [
-            ("queries", got_q, want_q, 1e-6),
-            ("keys", got_keys, want_keys, 1e-3),
-            ("values", got_values, want_values, 0.0),
+        let what = format!("normed {normed}, neox {neox}");
+        for (part, got, want, relative) in [
+            ("queries", read(got_q), read(want_q), 1e-6),
+            ("keys", read(got_keys), read(want_keys), 1e-3),
+            ("values", read(got_values), read(want_values), 0.0),
         ] {
-            let want: Vec<f64> = read(want).iter().map(|&v| f64::from(v)).collect();
-            assert_close(
-                &format!("neox {neox}: {what}"),
-                &read(got),
-                &want,
-                relative,
-                1e-6,
-            );
+            let want: Vec<f64> = want.iter().map(|&v| f64::from(v)).collect();
+            assert_close(&format!("{what}: {part}"), &got, &want, relative, 1e-6);
         }
         assert_eq!(
-            read(kept),
+            read(kept.0),
+            qkv,
+            "{what}: the rotation reached a shared input"
+        );
+        assert_eq!(
+            read(kept.1),
             old,
-            "neox {neox}: the write reached a shared cache"
+            "{what}: the write reached a shared cache"
         );
     }
 }

@@ -212,19 +212,19 @@ fn rms_norm_kernel(x: &[f32], weight: &[f32], out: &mut [f32], rows: u32, dim: u
     }
 }
 
-/// Pair `at` of `[tokens, heads, dim]` rotated: the two values' indices and rotated values.
+/// Pair `at` of `[tokens, heads, dim]` rotated from `x` into `out`.
 #[cube]
 #[allow(clippy::too_many_arguments)]
-fn rotated_pair(
+fn rotate_pair(
     x: &[f32],
-    cos: &[f32],
-    sin: &[f32],
+    out: &mut [f32],
+    rotations: &[f32],
     at: u32,
     heads: u32,
     dim: u32,
     start: u32,
     #[comptime] neox: bool,
-) -> (u32, u32, f32, f32) {
+) {
     let half = dim / 2;
     let i = at % half;
     let head = at / half;
@@ -235,30 +235,13 @@ fn rotated_pair(
     } else {
         (base + 2 * i, base + 2 * i + 1)
     };
-    let c = cos[((start + token) * half + i) as usize];
-    let s = sin[((start + token) * half + i) as usize];
+    let turn = ((start + token) * half + i) * 2;
+    let c = rotations[turn as usize];
+    let s = rotations[(turn + 1) as usize];
     let a = x[ia as usize];
     let b = x[ib as usize];
-    (ia, ib, a * c - b * s, a * s + b * c)
-}
-
-/// Pair `at` of `[tokens, heads, dim]` rotated from `x` into `out`.
-#[cube]
-#[allow(clippy::too_many_arguments)]
-fn rotate_pair(
-    x: &[f32],
-    out: &mut [f32],
-    cos: &[f32],
-    sin: &[f32],
-    at: u32,
-    heads: u32,
-    dim: u32,
-    start: u32,
-    #[comptime] neox: bool,
-) {
-    let (ia, ib, a, b) = rotated_pair(x, cos, sin, at, heads, dim, start, neox);
-    out[ia as usize] = a;
-    out[ib as usize] = b;
+    out[ia as usize] = a * c - b * s;
+    out[ib as usize] = a * s + b * c;
 }
 
 /// Where value `at` of `[tokens, kv_heads, dim]` goes in a cache `[kv_heads, capacity, dim]`
@@ -277,8 +260,7 @@ fn cache_index(at: u32, kv_heads: u32, capacity: u32, dim: u32, start: u32) -> u
 fn rope_kernel(
     q: &[f32],
     k: &[f32],
-    cos: &[f32],
-    sin: &[f32],
+    rotations: &[f32],
     q_out: &mut [f32],
     k_out: &mut [f32],
     q_pairs: u32,
@@ -291,9 +273,9 @@ fn rope_kernel(
 ) {
     let at = ABSOLUTE_POS as u32;
     if at < q_pairs {
-        rotate_pair(q, q_out, cos, sin, at, q_heads, dim, start, neox);
+        rotate_pair(q, q_out, rotations, at, q_heads, dim, start, neox);
     } else if at < q_pairs + k_pairs {
-        rotate_pair(k, k_out, cos, sin, at - q_pairs, k_heads, dim, start, neox);
+        rotate_pair(k, k_out, rotations, at - q_pairs, k_heads, dim, start, neox);
     }
 }
 
@@ -320,45 +302,91 @@ fn cache_write_kernel(
     }
 }
 
-/// [`rope_kernel`] and [`cache_write_kernel`] in one launch (a decoding step's attention
-/// reads the keys from the cache only): one unit per rotated pair of the queries, then per
-/// rotated pair of the keys (both stored in the cache), then per value. The first token's
-/// position is read from `position[0]` rather than passed as a value, so that a recorded
-/// decoding step replays at any position (`crate::step_graph`): nine storage buffers, one more
-/// than WebGPU's guaranteed minimum (browsers grant 10: Chromium's SwiftShader adapter does).
+/// A layer's queries, keys and values made ready for attention in one launch, one cube per
+/// head of a token's projections `qkv` (`[tokens, (heads + 2·kv_heads) · dim]`: the query
+/// heads, the key heads, the value heads, as the stacked product leaves them). A query or key
+/// head is RMS-normed by its weight where `normed` (Gemma 3's QK norm, with the arithmetic of
+/// [`rms_norm_pair_kernel`]), then rotated ([`rope_kernel`]'s arithmetic); the queries go
+/// back into `qkv`, the keys and the values into the caches (`[kv_heads, capacity, dim]`) at
+/// position `position[0] + token`, rounded to `f16` ([`cache_write_kernel`]). The position is
+/// read from a buffer rather than passed as a value, so that a recorded decoding step replays
+/// at any position (`crate::step_graph`). Seven storage buffers and the launch's info:
+/// WebGPU guarantees eight (`tests/webgpu_limits.rs`).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
-pub(super) fn rope_cache_write_kernel(
-    q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    cos: &[f32],
-    sin: &[f32],
-    q_out: &mut [f32],
+pub(super) fn qkv_cache_write_kernel(
+    qkv: &mut [f32],
+    rotations: &[f32],
+    q_weight: &[f32],
+    k_weight: &[f32],
     keys: &mut [f32],
     values: &mut [f32],
-    q_pairs: u32,
-    count: u32,
-    q_heads: u32,
+    position: &[u32],
+    heads: u32,
     kv_heads: u32,
     dim: u32,
-    position: &[u32],
     capacity: u32,
+    rows: u32,
+    eps: f32,
+    #[comptime] normed: bool,
     #[comptime] neox: bool,
 ) {
-    let at = ABSOLUTE_POS as u32;
+    let row = CUBE_POS_X + CUBE_POS_Y * CUBE_COUNT_X;
+    let live = row < rows;
+    let per_token = heads + 2 * kv_heads;
+    let (token, head) = (row / per_token, row % per_token);
+    let is_q = head < heads;
+    let is_v = head >= heads + kv_heads;
+    let base = row * dim;
     let start = position[0];
-    // `k` and `v` (`count` values each) have one shape: half as many pairs as values.
-    let k_pairs = count / 2;
-    if at < q_pairs {
-        rotate_pair(q, q_out, cos, sin, at, q_heads, dim, start, neox);
-    } else if at < q_pairs + k_pairs {
-        let (ia, ib, a, b) = rotated_pair(k, cos, sin, at - q_pairs, kv_heads, dim, start, neox);
-        keys[cache_index(ia, kv_heads, capacity, dim, start)] = round_f16(a);
-        keys[cache_index(ib, kv_heads, capacity, dim, start)] = round_f16(b);
-    } else if at < q_pairs + k_pairs + count {
-        let j = at - q_pairs - k_pairs;
-        values[cache_index(j, kv_heads, capacity, dim, start)] = round_f16(v[j as usize]);
+    // Every unit reads its values for the norm before the reduction's barrier, and stores
+    // only after it: the queries are rotated in place.
+    let mut inv = 1.0f32;
+    if comptime!(normed) {
+        inv = inverse_rms(&*qkv, base, dim, eps, live && !is_v);
+    }
+    if live && is_v {
+        let steps = (dim + THREADS - 1 - UNIT_POS) / THREADS;
+        let kv_head = head - heads - kv_heads;
+        for step in 0..steps {
+            let d = UNIT_POS + step * THREADS;
+            let to = (kv_head * capacity + start + token) * dim + d;
+            values[to as usize] = round_f16(qkv[(base + d) as usize]);
+        }
+    } else if live {
+        let half = dim / 2;
+        let steps = (half + THREADS - 1 - UNIT_POS) / THREADS;
+        for step in 0..steps {
+            let i = UNIT_POS + step * THREADS;
+            let (ia, ib) = if comptime!(neox) {
+                (i, i + half)
+            } else {
+                (2 * i, 2 * i + 1)
+            };
+            let mut a = qkv[(base + ia) as usize];
+            let mut b = qkv[(base + ib) as usize];
+            if comptime!(normed) {
+                if is_q {
+                    a = a * inv * q_weight[ia as usize];
+                    b = b * inv * q_weight[ib as usize];
+                } else {
+                    a = a * inv * k_weight[ia as usize];
+                    b = b * inv * k_weight[ib as usize];
+                }
+            }
+            let turn = ((start + token) * half + i) * 2;
+            let (c, s) = (rotations[turn as usize], rotations[(turn + 1) as usize]);
+            let (ra, rb) = (a * c - b * s, a * s + b * c);
+            if is_q {
+                qkv[(base + ia) as usize] = ra;
+                qkv[(base + ib) as usize] = rb;
+            } else {
+                let kv_head = head - heads;
+                let at = (kv_head * capacity + start + token) * dim;
+                keys[(at + ia) as usize] = round_f16(ra);
+                keys[(at + ib) as usize] = round_f16(rb);
+            }
+        }
     }
 }
 
@@ -549,15 +577,13 @@ impl FusedOps for Cube {
     fn fused_rope(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,
-        cos: FloatTensor<Self>,
-        sin: FloatTensor<Self>,
+        rotations: FloatTensor<Self>,
         start: usize,
         neox: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
         let q = into_contiguous(q);
         let k = into_contiguous(k);
-        let cos = into_contiguous(cos);
-        let sin = into_contiguous(sin);
+        let rotations = into_contiguous(rotations);
         let (q_shape, k_shape) = (q.meta.shape().clone(), k.meta.shape().clone());
         let (q_heads, k_heads, dim) = (q_shape[1], k_shape[1], q_shape[2]);
         let (q_pairs, k_pairs) = (len(&q) / 2, len(&k) / 2);
@@ -572,8 +598,7 @@ impl FusedOps for Cube {
                 CubeDim::new_1d(THREADS),
                 BufferArg::from_raw_parts(q.handle.clone(), len(&q)),
                 BufferArg::from_raw_parts(k.handle.clone(), len(&k)),
-                BufferArg::from_raw_parts(cos.handle.clone(), len(&cos)),
-                BufferArg::from_raw_parts(sin.handle.clone(), len(&sin)),
+                BufferArg::from_raw_parts(rotations.handle.clone(), len(&rotations)),
                 BufferArg::from_raw_parts(q_out.handle.clone(), len(&q_out)),
                 BufferArg::from_raw_parts(k_out.handle.clone(), len(&k_out)),
                 q_pairs as u32,

@@ -10,7 +10,7 @@ use cubecl::prelude::*;
 
 use super::FusedAttention;
 use super::cube::{
-    THREADS, cube_reduce, empty_like, grid_of, len, rope_cache_write_kernel, round_f16, writable,
+    THREADS, cube_reduce, empty_like, grid_of, len, qkv_cache_write_kernel, round_f16, writable,
 };
 
 /// Scores a cube of [`attention_kernel`] keeps between its passes: 8 KiB of the 16 KiB of
@@ -335,55 +335,56 @@ fn attention_split_sum(partial: &[f32], out: &mut [f32], splits: u32, dim: u32, 
 }
 
 impl FusedAttention for Cube {
-    fn fused_rope_cache_write(
-        q: FloatTensor<Self>,
-        k: FloatTensor<Self>,
-        v: FloatTensor<Self>,
+    fn fused_qkv_cache_write(
+        qkv: FloatTensor<Self>,
         keys: FloatTensor<Self>,
         values: FloatTensor<Self>,
-        cos: FloatTensor<Self>,
-        sin: FloatTensor<Self>,
+        rotations: FloatTensor<Self>,
+        q_weight: FloatTensor<Self>,
+        k_weight: FloatTensor<Self>,
+        eps: Option<f32>,
         position: IntTensor<Self>,
         neox: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>) {
-        let [q, k, v, cos, sin] = [q, k, v, cos, sin].map(into_contiguous);
+        let qkv = writable(qkv);
+        let [rotations, q_weight, k_weight] = [rotations, q_weight, k_weight].map(into_contiguous);
         let position = into_contiguous(position);
         let (keys, values) = (writable(keys), writable(values));
-        let q_shape = q.meta.shape().clone();
-        let (q_heads, dim) = (q_shape[1], q_shape[2]);
         let cache = keys.meta.shape().clone();
-        let (kv_heads, capacity) = (cache[0], cache[1]);
-        let (q_pairs, count) = (len(&q) / 2, len(&k));
-        let q_out = empty_like(&q, q_shape);
-        let units = (q_pairs + count / 2 + count) as u32;
-        // SAFETY: every buffer is bound with its tensor's length; one unit per query pair, key
-        // pair and value, each storing below the caches' lengths (the model checked
-        // `start + tokens ≤ capacity` for the `start` that `position` holds); the tables hold
-        // every position the cache can.
+        let (kv_heads, capacity, dim) = (cache[0], cache[1], cache[2]);
+        let shape = qkv.meta.shape().clone();
+        let (tokens, width) = (shape[0], shape[1]);
+        let heads = (width / dim.max(1)).saturating_sub(2 * kv_heads);
+        let rows = tokens * (heads + 2 * kv_heads);
+        // SAFETY: every buffer is bound with its tensor's length; cube `row` below `rows`
+        // reads and writes its head's `dim` values of `qkv` (`rows · dim` = its length, as
+        // the projections' widths make it), reads `dim` weights (the heads' width) where
+        // normed and the rotations of position `start + token`, and stores below the caches'
+        // lengths: the model checked `start + tokens ≤ capacity` for the `start` that
+        // `position` holds, and the tables hold every position the cache can.
         unsafe {
-            rope_cache_write_kernel::launch(
-                &q.client,
-                grid_of(units.div_ceil(THREADS)),
+            qkv_cache_write_kernel::launch(
+                &qkv.client,
+                grid_of(rows as u32),
                 CubeDim::new_1d(THREADS),
-                BufferArg::from_raw_parts(q.handle.clone(), len(&q)),
-                BufferArg::from_raw_parts(k.handle.clone(), count),
-                BufferArg::from_raw_parts(v.handle.clone(), len(&v)),
-                BufferArg::from_raw_parts(cos.handle.clone(), len(&cos)),
-                BufferArg::from_raw_parts(sin.handle.clone(), len(&sin)),
-                BufferArg::from_raw_parts(q_out.handle.clone(), len(&q_out)),
+                BufferArg::from_raw_parts(qkv.handle.clone(), len(&qkv)),
+                BufferArg::from_raw_parts(rotations.handle.clone(), len(&rotations)),
+                BufferArg::from_raw_parts(q_weight.handle.clone(), len(&q_weight)),
+                BufferArg::from_raw_parts(k_weight.handle.clone(), len(&k_weight)),
                 BufferArg::from_raw_parts(keys.handle.clone(), len(&keys)),
                 BufferArg::from_raw_parts(values.handle.clone(), len(&values)),
-                q_pairs as u32,
-                count as u32,
-                q_heads as u32,
+                BufferArg::from_raw_parts(position.handle.clone(), 1),
+                heads as u32,
                 kv_heads as u32,
                 dim as u32,
-                BufferArg::from_raw_parts(position.handle.clone(), 1),
                 capacity as u32,
+                rows as u32,
+                eps.unwrap_or(0.0),
+                eps.is_some(),
                 neox,
             );
         }
-        (q_out, keys, values)
+        (qkv, keys, values)
     }
 
     fn fused_attention(

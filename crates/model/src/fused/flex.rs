@@ -91,27 +91,26 @@ fn rms_norm_rows(x: &[f32], w: &[f32], eps: f32) -> Vec<f32> {
     out
 }
 
-/// `x` (`[tokens, heads, dim]`) rotated for positions `start..`.
-fn rotate(x: &FlexTensor, cos: &[f32], sin: &[f32], start: usize, neox: bool) -> FlexTensor {
+/// `x` (`[tokens, heads, dim]`) rotated for positions `start..` by `rotations` (cosine, sine
+/// pairs, `dim / 2` a position).
+fn rotate(x: &FlexTensor, rotations: &[f32], start: usize, neox: bool) -> FlexTensor {
     let (x, shape) = values(x);
     let (heads, dim) = (shape[1], shape[2]);
     let half = dim / 2;
     let mut out = slice(&x).to_vec();
     for (n, head) in out.chunks_mut(dim).enumerate() {
         let position = start + n / heads;
-        let (c, s) = (
-            &cos[position * half..(position + 1) * half],
-            &sin[position * half..(position + 1) * half],
-        );
-        for i in 0..half {
+        let turns = &rotations[position * dim..(position + 1) * dim];
+        for (i, turn) in turns.chunks_exact(2).enumerate() {
+            let (c, s) = (turn[0], turn[1]);
             let (ia, ib) = if neox {
                 (i, i + half)
             } else {
                 (2 * i, 2 * i + 1)
             };
             let (a, b) = (head[ia], head[ib]);
-            head[ia] = a * c[i] - b * s[i];
-            head[ib] = a * s[i] + b * c[i];
+            head[ia] = a * c - b * s;
+            head[ib] = a * s + b * c;
         }
     }
     tensor(out, shape)
@@ -193,17 +192,15 @@ impl FusedOps for Flex {
     fn fused_rope(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,
-        cos: FloatTensor<Self>,
-        sin: FloatTensor<Self>,
+        rotations: FloatTensor<Self>,
         start: usize,
         neox: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>) {
-        let (cos, _) = values(&cos);
-        let (sin, _) = values(&sin);
-        let (cos, sin) = (slice(&cos), slice(&sin));
+        let (rotations, _) = values(&rotations);
+        let rotations = slice(&rotations);
         (
-            rotate(&q, cos, sin, start, neox),
-            rotate(&k, cos, sin, start, neox),
+            rotate(&q, rotations, start, neox),
+            rotate(&k, rotations, start, neox),
         )
     }
 

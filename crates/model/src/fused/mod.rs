@@ -78,13 +78,12 @@ pub trait FusedOps: Backend {
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
 
     /// Rotary embedding of the queries `q` and keys `k` (`[tokens, heads, head_dim]`, each its
-    /// own head count) at positions `start..`, from the tables `cos`, `sin` (`[positions,
-    /// head_dim / 2]`); pairs `(i, i + d/2)` when `neox`, else `(2i, 2i + 1)`.
+    /// own head count) at positions `start..`, from the table `rotations` (`[positions,
+    /// head_dim / 2, 2]`: cosine, sine); pairs `(i, i + d/2)` when `neox`, else `(2i, 2i + 1)`.
     fn fused_rope(
         q: FloatTensor<Self>,
         k: FloatTensor<Self>,
-        cos: FloatTensor<Self>,
-        sin: FloatTensor<Self>,
+        rotations: FloatTensor<Self>,
         start: usize,
         neox: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>);
@@ -170,16 +169,14 @@ pub fn norm_add_rms_norm(
 pub fn rope(
     q: Tensor<3>,
     k: Tensor<3>,
-    cos: Tensor<2>,
-    sin: Tensor<2>,
+    rotations: Tensor<3>,
     start: usize,
     neox: bool,
 ) -> (Tensor<3>, Tensor<3>) {
     let (q, k) = <burn::backend::Dispatch as FusedOps>::fused_rope(
         q.into_dispatch(),
         k.into_dispatch(),
-        cos.into_dispatch(),
-        sin.into_dispatch(),
+        rotations.into_dispatch(),
         start,
         neox,
     );
@@ -250,18 +247,23 @@ pub trait FusedAttention: Backend {
         scale: f32,
     ) -> FloatTensor<Self>;
 
-    /// [`FusedOps::fused_rope`] of `q` and `k`, then [`FusedOps::fused_cache_write`] of the
-    /// rotated keys and `v`, in one launch: the rotated queries and the caches. The tokens'
-    /// first position is read from `position` (`[1]`, `u32`).
+    /// A layer's stacked projections `qkv` (`[tokens, (heads + 2·kv_heads) · head_dim]`:
+    /// queries, keys, values) made ready for attention in one launch: when `eps` is given each
+    /// query head RMS-normed by `q_weight` and each key head by `k_weight` (`[head_dim]`;
+    /// otherwise not read), as [`FusedOps::fused_rms_norm_pair`]; then
+    /// [`FusedOps::fused_rope`] of both from `rotations`, and [`FusedOps::fused_cache_write`]
+    /// of the keys and values into `keys`, `values` (`[kv_heads, capacity, head_dim]`). The
+    /// tokens' first position is read from `position` (`[1]`, `u32`). Returns `qkv` with its
+    /// queries rotated (in place where nothing else holds it), and the caches.
     #[allow(clippy::too_many_arguments)]
-    fn fused_rope_cache_write(
-        q: FloatTensor<Self>,
-        k: FloatTensor<Self>,
-        v: FloatTensor<Self>,
+    fn fused_qkv_cache_write(
+        qkv: FloatTensor<Self>,
         keys: FloatTensor<Self>,
         values: FloatTensor<Self>,
-        cos: FloatTensor<Self>,
-        sin: FloatTensor<Self>,
+        rotations: FloatTensor<Self>,
+        q_weight: FloatTensor<Self>,
+        k_weight: FloatTensor<Self>,
+        eps: Option<f32>,
         position: IntTensor<Self>,
         neox: bool,
     ) -> (FloatTensor<Self>, FloatTensor<Self>, FloatTensor<Self>);
@@ -274,33 +276,43 @@ pub fn attention_splits(tokens: usize, start: usize, window: usize) -> usize {
     cube_attention::splits(tokens, start, window)
 }
 
-/// See [`FusedAttention::fused_rope_cache_write`].
+/// The QK norms of [`qkv_cache_write`], as (query weight, key weight, `eps`).
 #[cfg(feature = "wgpu")]
-#[allow(clippy::too_many_arguments)]
-pub fn rope_cache_write(
-    q: Tensor<3>,
-    k: Tensor<3>,
-    v: Tensor<3>,
+pub type QkNorms = (Tensor<1>, Tensor<1>, f32);
+
+/// See [`FusedAttention::fused_qkv_cache_write`]; `norms` as `(q_weight, k_weight, eps)`.
+#[cfg(feature = "wgpu")]
+pub fn qkv_cache_write(
+    qkv: Tensor<2>,
     keys: Tensor<3>,
     values: Tensor<3>,
-    cos: Tensor<2>,
-    sin: Tensor<2>,
+    rotations: Tensor<3>,
+    norms: Option<QkNorms>,
     position: &Tensor<1, Int>,
     neox: bool,
-) -> (Tensor<3>, Tensor<3>, Tensor<3>) {
-    let (q, keys, values) = <burn::backend::Dispatch as FusedAttention>::fused_rope_cache_write(
-        q.into_dispatch(),
-        k.into_dispatch(),
-        v.into_dispatch(),
+) -> (Tensor<2>, Tensor<3>, Tensor<3>) {
+    // Unread without norms: any tensor will do.
+    let (q_weight, k_weight, eps) = match norms {
+        Some((q, k, eps)) => (q.into_dispatch(), k.into_dispatch(), Some(eps)),
+        None => (
+            rotations.clone().into_dispatch(),
+            rotations.clone().into_dispatch(),
+            None,
+        ),
+    };
+    let (qkv, keys, values) = <burn::backend::Dispatch as FusedAttention>::fused_qkv_cache_write(
+        qkv.into_dispatch(),
         keys.into_dispatch(),
         values.into_dispatch(),
-        cos.into_dispatch(),
-        sin.into_dispatch(),
+        rotations.into_dispatch(),
+        q_weight,
+        k_weight,
+        eps,
         position.clone().into_dispatch(),
         neox,
     );
     (
-        Tensor::from_dispatch(q),
+        Tensor::from_dispatch(qkv),
         Tensor::from_dispatch(keys),
         Tensor::from_dispatch(values),
     )

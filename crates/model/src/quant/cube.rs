@@ -292,19 +292,18 @@ fn accumulate<N: Size>(
 /// `out[token, row] = Σ_col W[row, col] · x[token, col] (+ bias[row])` for one row and a tile
 /// of up to `tile` tokens per cube, where `W` is the matrices `a`, `b`, `c` stacked (`rows_a`,
 /// `rows_b`, `rows_c` rows of one width, each of its own format; a layer's Q, K and V in one
-/// launch), each with its bias when its flag says so. Each eight weights are decoded once for
-/// the whole tile, so a prefill reads the matrix once per tile rather than once per token;
-/// decoding one token gets `tile = 1`. Rows run over cube positions x and y (a grid
-/// dimension holds at most 65,535 cubes), tiles over z.
+/// launch), each with its rows of `bias` (the biases end to end) when its flag says so: six
+/// storage buffers and the launch's info, within WebGPU's eight. Each eight weights are
+/// decoded once for the whole tile, so a prefill reads the matrix once per tile rather than
+/// once per token; decoding one token gets `tile = 1`. Rows run over cube positions x and y
+/// (a grid dimension holds at most 65,535 cubes), tiles over z.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn quant_matmul_kernel<N: Size>(
     a: &[u32],
     b: &[u32],
     c: &[u32],
-    bias_a: &[f32],
-    bias_b: &[f32],
-    bias_c: &[f32],
+    bias: &[f32],
     x: &[Vector<f32, N>],
     out: &mut [f32],
     rows_a: u32,
@@ -395,17 +394,18 @@ fn quant_matmul_kernel<N: Size>(
     }
     if UNIT_POS < count && row < rows {
         let mut y = partial[(UNIT_POS * THREADS) as usize];
-        // The bias after the whole sum, as a separate add would do it.
+        // The bias after the whole sum, as a separate add would do it; the biases lie end
+        // to end, as the rows do.
         if row < rows_a {
             if comptime!(biased[0]) {
-                y += bias_a[row as usize];
+                y += bias[row as usize];
             }
         } else if row < rows_a + rows_b {
             if comptime!(biased[1]) {
-                y += bias_b[(row - rows_a) as usize];
+                y += bias[row as usize];
             }
         } else if comptime!(biased[2]) {
-            y += bias_c[(row - rows_a - rows_b) as usize];
+            y += bias[row as usize];
         }
         out[((first + UNIT_POS) * rows + row) as usize] = y;
     }
@@ -584,16 +584,17 @@ fn tile_batches(tiles: usize) -> impl Iterator<Item = (usize, usize)> {
 }
 
 /// `x · [A; B; C]ᵀ (+ biases)` for up to three matrices of one width, each of its own format
-/// (`layouts`; a matrix with no rows is not read): `[tokens, Σ rows]`.
+/// (`layouts`; a matrix with no rows is not read): `[tokens, Σ rows]`. `bias` is the biases
+/// end to end, each added where `biased` says.
 fn matmul_stacked(
     x: CubeTensor,
     blocks: [CubeTensor; 3],
     layouts: [QuantLayout; 3],
-    biases: [Option<CubeTensor>; 3],
+    bias: Option<CubeTensor>,
+    biased: [bool; 3],
 ) -> CubeTensor {
     let x = into_contiguous(x);
     let blocks = blocks.map(into_contiguous);
-    let biases = biases.map(|b| b.map(into_contiguous));
     // SAFETY (of each `BufferArg` below): it is bound with the length of the tensor it comes
     // from, and the kernel indexes below those lengths (see the launch).
     let cols = layouts[0].cols;
@@ -606,19 +607,23 @@ fn matmul_stacked(
     let (tile, tiles) = token_tiles(tokens);
     let width = activation_width(cols);
     let formats = layouts.map(|l| l.format);
-    let biased = [0, 1, 2].map(|i| biases[i].is_some() && layouts[i].rows > 0);
+    // Biases short of Σ rows (not `QLinear::stacked_bias`'s) are not read.
+    let bias = bias
+        .map(into_contiguous)
+        .filter(|b| b.meta.shape().num_elements() == total);
+    let biased = [0, 1, 2].map(|i| bias.is_some() && biased[i] && layouts[i].rows > 0);
     // An absent bias is bound to `x` (any buffer does: the kernel never reads it).
-    let bias_arg = |i: usize| match &biases[i] {
-        Some(b) if biased[i] => unsafe {
-            BufferArg::from_raw_parts(b.handle.clone(), layouts[i].rows)
+    let bias_arg = || match &bias {
+        Some(b) if biased.contains(&true) => unsafe {
+            BufferArg::from_raw_parts(b.handle.clone(), total)
         },
         _ => unsafe { BufferArg::from_raw_parts(x.handle.clone(), x_len) },
     };
     for (first, count) in tile_batches(tiles) {
         // SAFETY: each buffer is bound with the length of the tensor it comes from, and the
         // kernel indexes below those lengths (rows × row_bytes ≤ words × 4 is checked when
-        // each layer is built; tokens × cols = x's length; a bias has its matrix's rows, and
-        // is read only when given; a matrix with no rows is not read).
+        // each layer is built; tokens × cols = x's length; the biases hold Σ rows, checked
+        // above, and are read only where given; a matrix with no rows is not read).
         unsafe {
             quant_matmul_kernel::launch(
                 &out.client,
@@ -628,9 +633,7 @@ fn matmul_stacked(
                 BufferArg::from_raw_parts(blocks[0].handle.clone(), blocks[0].meta.shape()[0]),
                 BufferArg::from_raw_parts(blocks[1].handle.clone(), blocks[1].meta.shape()[0]),
                 BufferArg::from_raw_parts(blocks[2].handle.clone(), blocks[2].meta.shape()[0]),
-                bias_arg(0),
-                bias_arg(1),
-                bias_arg(2),
+                bias_arg(),
                 BufferArg::from_raw_parts(x.handle.clone(), x_len / width as usize),
                 BufferArg::from_raw_parts(out.handle.clone(), out_len),
                 layouts[0].rows as u32,
@@ -708,7 +711,7 @@ impl QuantOps for Cube {
     ) -> FloatTensor<Self> {
         let blocks = [blocks.clone(), blocks.clone(), blocks];
         let none = QuantLayout { rows: 0, ..layout };
-        matmul_stacked(x, blocks, [layout, none, none], [None, None, None])
+        matmul_stacked(x, blocks, [layout, none, none], None, [false; 3])
     }
 
     fn quant_matmul_stacked(
@@ -717,18 +720,10 @@ impl QuantOps for Cube {
         b: IntTensor<Self>,
         c: IntTensor<Self>,
         layouts: [QuantLayout; 3],
-        bias_a: FloatTensor<Self>,
-        bias_b: FloatTensor<Self>,
-        bias_c: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
         biased: [bool; 3],
     ) -> FloatTensor<Self> {
-        let [p, q, r] = biased;
-        let biases = [
-            p.then_some(bias_a),
-            q.then_some(bias_b),
-            r.then_some(bias_c),
-        ];
-        matmul_stacked(x, [a, b, c], layouts, biases)
+        matmul_stacked(x, [a, b, c], layouts, Some(bias), biased)
     }
 
     fn quant_matmul_rows(

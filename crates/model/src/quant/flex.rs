@@ -41,9 +41,8 @@ impl QuantOps for Flex {
         let stack = [blocks.clone(), blocks.clone(), blocks];
         let [a, b, c] = stack;
         let none = QuantLayout { rows: 0, ..layout };
-        let unread = || x.clone();
-        let (p, q, r) = (unread(), unread(), unread());
-        Self::quant_matmul_stacked(x, a, b, c, [layout, none, none], p, q, r, [false; 3])
+        let unread = x.clone();
+        Self::quant_matmul_stacked(x, a, b, c, [layout, none, none], unread, [false; 3])
     }
 
     fn quant_matmul_stacked(
@@ -52,9 +51,7 @@ impl QuantOps for Flex {
         b: IntTensor<Self>,
         c: IntTensor<Self>,
         layouts: [QuantLayout; 3],
-        bias_a: FloatTensor<Self>,
-        bias_b: FloatTensor<Self>,
-        bias_c: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
         biased: [bool; 3],
     ) -> FloatTensor<Self> {
         let tokens = x.layout().shape()[0];
@@ -63,14 +60,12 @@ impl QuantOps for Flex {
         let values: &[f32] = x.storage::<f32>();
         let start = x.layout().start_offset();
         let values = &values[start..start + tokens * cols];
-        let present: Vec<(QuantMatrix, Option<FloatTensor<Self>>)> = [a, b, c]
+        let present: Vec<(QuantMatrix, bool)> = [a, b, c]
             .iter()
             .zip(layouts)
-            .zip([bias_a, bias_b, bias_c].into_iter().zip(biased))
+            .zip(biased)
             .filter(|((_, layout), _)| layout.rows > 0)
-            .map(|((blocks, layout), (bias, biased))| {
-                (matrix(blocks, layout), biased.then_some(bias))
-            })
+            .map(|((blocks, layout), biased)| (matrix(blocks, layout), biased))
             .collect();
         let total: usize = layouts.iter().map(|l| l.rows).sum();
         // Matrices whose activations are encoded alike share one pass of the pool (a layer's
@@ -95,12 +90,13 @@ impl QuantOps for Flex {
             }
             out
         };
+        let bias = bias.to_contiguous();
+        let start = bias.layout().start_offset();
         let mut column = 0;
-        for (m, bias) in &present {
-            if let Some(bias) = bias {
-                let bias = bias.to_contiguous();
-                let start = bias.layout().start_offset();
-                let bias = &bias.storage::<f32>()[start..start + m.rows];
+        for &(ref m, biased) in &present {
+            // Biases short of Σ rows (not `QLinear::stacked_bias`'s) are not read.
+            let at = start + column;
+            if let (true, Some(bias)) = (biased, bias.storage::<f32>().get(at..at + m.rows)) {
                 for row in out.chunks_exact_mut(total) {
                     for (y, b) in row[column..column + m.rows].iter_mut().zip(bias) {
                         *y += b;

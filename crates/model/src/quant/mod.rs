@@ -45,19 +45,18 @@ pub trait QuantOps: Backend {
     /// `x · [A; B; C]ᵀ (+ biases)`: three matrices of one width, each of its own format and
     /// row count (`layouts`), stacked row-wise (a layer's Q, K and V projections in one
     /// launch): `[tokens, Σ rows]`. A matrix of no rows is absent, and its blocks are not read
-    /// (pass another's). Matrix `i`'s bias (`[rows]`) is added to its products where
-    /// `biased[i]`; otherwise its bias tensor is not read (pass any, `x` say: burn's backend
-    /// extensions take tensors, not options of them).
-    #[allow(clippy::too_many_arguments)]
+    /// (pass another's). `bias` holds the matrices' biases end to end (`[Σ rows]`, as
+    /// [`QLinear::stacked_bias`] makes it): matrix `i`'s rows of it are added to its products
+    /// where `biased[i]`, else not read; with no `biased`, `bias` is not read at all (pass any,
+    /// `x` say: burn's backend extensions take tensors, not options of them). One buffer, not
+    /// three, keeps the WebGPU kernel within 8 storage buffers.
     fn quant_matmul_stacked(
         x: FloatTensor<Self>,
         a: IntTensor<Self>,
         b: IntTensor<Self>,
         c: IntTensor<Self>,
         layouts: [QuantLayout; 3],
-        bias_a: FloatTensor<Self>,
-        bias_b: FloatTensor<Self>,
-        bias_c: FloatTensor<Self>,
+        bias: FloatTensor<Self>,
         biased: [bool; 3],
     ) -> FloatTensor<Self>;
 
@@ -385,17 +384,60 @@ impl QLinear {
         }
     }
 
+    /// The biases of `layers` end to end (zeros for a layer without one), as
+    /// [`QLinear::forward_joined`] adds them; `None` when no layer has a bias. Made once, when
+    /// the layers are loaded, so that a step does not join them again.
+    pub fn stacked_bias(layers: &[&QLinear]) -> Option<Tensor<1>> {
+        let device = layers.iter().find_map(|l| l.bias.as_ref())?.val().device();
+        let parts = layers
+            .iter()
+            .map(|l| match &l.bias {
+                Some(b) => b.val(),
+                None => Tensor::zeros([l.layout.rows], &device),
+            })
+            .collect();
+        Some(Tensor::cat(parts, 0))
+    }
+
     /// `layers.map(|l| l.forward(x))`, from one launch (biases included) when the layers can
     /// be stacked: at most three, of one width, each in one part (a layer's Q, K and V; its
-    /// gate and up projections), of any formats. Otherwise each layer runs on its own.
-    pub fn forward_stacked<const N: usize>(layers: [&QLinear; N], x: Tensor<2>) -> [Tensor<2>; N] {
+    /// gate and up projections), of any formats. Otherwise each layer runs on its own. `bias`
+    /// is [`QLinear::stacked_bias`] of the layers (joined here when not given).
+    pub fn forward_stacked<const N: usize>(
+        layers: [&QLinear; N],
+        bias: Option<&Tensor<1>>,
+        x: Tensor<2>,
+    ) -> [Tensor<2>; N] {
+        if !QLinear::stackable(&layers) {
+            return layers.map(|l| l.forward(x.clone()));
+        }
+        let y = QLinear::forward_joined(layers, bias, x);
+        let mut at = 0;
+        layers.map(|l| {
+            let part = y.clone().narrow(1, at, l.layout.rows);
+            at += l.layout.rows;
+            part
+        })
+    }
+
+    /// Whether [`QLinear::forward_joined`] computes `layers` in one launch.
+    fn stackable(layers: &[&QLinear]) -> bool {
         let cols = layers[0].layout.cols;
-        let stackable = (1..=3).contains(&N)
+        (1..=3).contains(&layers.len())
             && layers
                 .iter()
-                .all(|l| l.parts.len() == 1 && l.layout.cols == cols);
-        if !stackable {
-            return layers.map(|l| l.forward(x.clone()));
+                .all(|l| l.parts.len() == 1 && l.layout.cols == cols)
+    }
+
+    /// The outputs of `layers` side by side (`[tokens, Σ rows]`): [`QLinear::forward_stacked`]
+    /// before its split, so that a kernel can take a layer's Q, K and V as one buffer.
+    pub fn forward_joined<const N: usize>(
+        layers: [&QLinear; N],
+        bias: Option<&Tensor<1>>,
+        x: Tensor<2>,
+    ) -> Tensor<2> {
+        if !QLinear::stackable(&layers) {
+            return Tensor::cat(layers.map(|l| l.forward(x.clone())).to_vec(), 1);
         }
         // Absent matrices repeat the last one's blocks with no rows: they are not read.
         let blocks: [Tensor<1, Int>; 3] =
@@ -407,29 +449,27 @@ impl QLinear {
                 ..layers[N - 1].layout
             },
         });
-        let biases: [Option<Tensor<1>>; 3] =
-            std::array::from_fn(|i| layers.get(i).and_then(|l| l.bias.as_ref()).map(Param::val));
-        let biased = biases.each_ref().map(Option::is_some);
-        let [bias_a, bias_b, bias_c] =
-            biases.map(|b| b.map_or_else(|| x.clone().into_dispatch(), Tensor::into_dispatch));
+        let biased: [bool; 3] =
+            std::array::from_fn(|i| layers.get(i).is_some_and(|l| l.bias.is_some()));
+        let joined;
+        let bias = match bias {
+            Some(bias) => Some(bias),
+            None => {
+                joined = QLinear::stacked_bias(&layers);
+                joined.as_ref()
+            }
+        };
+        let bias = bias.map_or_else(|| x.clone().into_dispatch(), |b| b.clone().into_dispatch());
         let [a, b, c] = blocks;
-        let y = Tensor::<2>::from_dispatch(<Dispatch as QuantOps>::quant_matmul_stacked(
+        Tensor::<2>::from_dispatch(<Dispatch as QuantOps>::quant_matmul_stacked(
             x.into_dispatch(),
             a.into_dispatch(),
             b.into_dispatch(),
             c.into_dispatch(),
             layouts,
-            bias_a,
-            bias_b,
-            bias_c,
+            bias,
             biased,
-        ));
-        let mut at = 0;
-        layers.map(|l| {
-            let part = y.clone().narrow(1, at, l.layout.rows);
-            at += l.layout.rows;
-            part
-        })
+        ))
     }
 
     /// `act(gate(x)) · up(x)` in one launch ([`QuantGatedOps::quant_matmul_gated`]), when both

@@ -8,7 +8,8 @@ use std::path::PathBuf;
 use serde::Deserialize;
 
 pub mod miniature;
-mod wgpu;
+pub mod wgpu;
+#[allow(unused_imports)]
 pub use wgpu::wgpu_device;
 
 /// The three default models' files, in [`models_dir`].

@@ -5,7 +5,12 @@
 /// `STAMPO_REQUIRE_WGPU=1` (set by `scripts/test.sh`, whose set-up installs lavapipe) makes a
 /// missing adapter a failure.
 pub fn wgpu_device() -> Option<stampo_model::Device> {
-    match stampo_model::DeviceKind::Wgpu.device() {
+    or_skip(stampo_model::DeviceKind::Wgpu.device())
+}
+
+/// A wgpu device set up by `made`, or a skip, by [`wgpu_device`]'s rule.
+pub fn or_skip(made: stampo_model::Result<stampo_model::Device>) -> Option<stampo_model::Device> {
+    match made {
         Ok(device) => Some(device),
         Err(e) => {
             assert!(
