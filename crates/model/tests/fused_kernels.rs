@@ -13,6 +13,8 @@ mod common;
 
 use burn::tensor::{Tensor, TensorData};
 use half::f16;
+#[cfg(feature = "wgpu")]
+use stampo_model::layers::position_tensor;
 use stampo_model::{Device, DeviceKind, fused};
 
 /// The CPU device, and the wgpu device where this build and machine have one.
@@ -221,7 +223,6 @@ fn cache_write_rounds_to_f16_and_leaves_a_shared_cache_alone_on(name: &str, devi
 #[test]
 #[cfg(feature = "wgpu")]
 fn qk_norms_rope_and_cache_write_in_one_launch_equal_the_three_operations() {
-    use stampo_model::layers::position_tensor;
     let Some(device) = common::wgpu_device() else {
         return;
     };
