@@ -42,6 +42,11 @@ prepare() {
     done
     strip .dev/bench .dev/kernel_bandwidth .dev/device_kernels .dev/fused_kernels .dev/step_graph
     xz -T2 -6 .dev/bench .dev/kernel_bandwidth .dev/device_kernels .dev/fused_kernels .dev/step_graph
+    # The skeletons are written with gguf-py: the reference venv's, or one made for it.
+    if ! "$STAMPO_CACHE/venv/bin/python" -c "import gguf" 2>/dev/null; then
+        python3 -m venv "$STAMPO_CACHE/venv"
+        "$STAMPO_CACHE/venv/bin/pip" install -q gguf
+    fi
     for m in "${MODELS[@]}"; do
         "$STAMPO_CACHE/venv/bin/python" bench/model/skeleton.py shrink \
             "$STAMPO_CACHE/models/$m.gguf" ".dev/$m.skel"
