@@ -33,22 +33,6 @@ impl RmsNorm {
         fused::rms_norm(x, self.weight.val(), self.eps as f32)
     }
 
-    /// This norm of `q` and `k_norm` of `k` (one width, one `eps`), in one pass.
-    pub fn pair_forward<const D: usize>(
-        &self,
-        k_norm: &RmsNorm,
-        q: Tensor<D>,
-        k: Tensor<D>,
-    ) -> (Tensor<D>, Tensor<D>) {
-        fused::rms_norm_pair(
-            q,
-            k,
-            self.weight.val(),
-            k_norm.weight.val(),
-            self.eps as f32,
-        )
-    }
-
     /// The residual add `x + h_norm(h)` and this norm of it, in one pass (one `eps`).
     ///
     /// # Shapes
@@ -74,6 +58,31 @@ impl RmsNorm {
     /// - `x`, `h`: `[tokens, dim]`; outputs the same.
     pub fn add_forward(&self, x: Tensor<2>, h: Tensor<2>) -> (Tensor<2>, Tensor<2>) {
         fused::add_rms_norm(x, h, self.weight.val(), self.eps as f32)
+    }
+}
+
+/// RMSNorms over each query head and each key head (gemma3's QK norm): both or neither.
+#[derive(Module, Debug)]
+pub struct QkNorm {
+    /// Over each query head, `[head_dim]`.
+    pub q: RmsNorm,
+    /// Over each key head, `[head_dim]`; the same `eps`.
+    pub k: RmsNorm,
+}
+
+impl QkNorm {
+    /// Both norms, in one pass.
+    ///
+    /// # Shapes
+    /// - `q`, `k`: `[tokens, heads, head_dim]` (each its own head count), outputs the same.
+    pub fn forward(&self, q: Tensor<3>, k: Tensor<3>) -> (Tensor<3>, Tensor<3>) {
+        fused::rms_norm_pair(
+            q,
+            k,
+            self.q.weight.val(),
+            self.k.weight.val(),
+            self.q.eps as f32,
+        )
     }
 }
 
@@ -298,10 +307,8 @@ pub struct Attention {
     /// The Q, K and V biases end to end (qwen2), for their product in one launch
     /// ([`QLinear::stacked_bias`]); `None` without biases.
     pub qkv_bias: Option<Tensor<1>>,
-    /// RMSNorm over each query head (gemma3).
-    pub q_norm: Option<RmsNorm>,
-    /// RMSNorm over each key head (gemma3).
-    pub k_norm: Option<RmsNorm>,
+    /// Norms over each query and key head (gemma3).
+    pub qk_norm: Option<QkNorm>,
     /// Query heads.
     #[module(skip)]
     pub heads: usize,
@@ -347,16 +354,8 @@ impl Attention {
         let mut q = q.reshape([tokens, h, hd]);
         let mut k = k.reshape([tokens, kvh, hd]);
         let v = v.reshape([tokens, kvh, hd]);
-        match (&self.q_norm, &self.k_norm) {
-            (Some(q_norm), Some(k_norm)) => (q, k) = q_norm.pair_forward(k_norm, q, k),
-            (q_norm, k_norm) => {
-                if let Some(norm) = q_norm {
-                    q = norm.forward(q);
-                }
-                if let Some(norm) = k_norm {
-                    k = norm.forward(k);
-                }
-            }
+        if let Some(norm) = &self.qk_norm {
+            (q, k) = norm.forward(q, k);
         }
         let (q, k) = rope.forward(q, k, start);
         let (keys, values) = cache.append(k, v, start);
@@ -388,26 +387,12 @@ impl Attention {
                 &own
             }
         };
-        let (h, kvh, hd) = (self.heads, self.kv_heads, self.head_dim);
         let layers = [&self.q, &self.k, &self.v];
-        let mut qkv = QLinear::forward_joined(layers, self.qkv_bias.as_ref(), x);
-        let norms = match (&self.q_norm, &self.k_norm) {
-            (Some(q), Some(k)) => Some((q.weight.val(), k.weight.val(), q.eps as f32)),
-            (None, None) => None,
-            (q_norm, k_norm) => {
-                // One of the two alone (no architecture stampo loads has it): normed apart.
-                let mut parts = qkv.split_with_sizes(vec![h * hd, kvh * hd, kvh * hd], 1);
-                for (part, norm, heads) in [(0, q_norm, h), (1, k_norm, kvh)] {
-                    if let Some(norm) = norm {
-                        let normed = norm.forward(parts[part].clone().reshape([tokens, heads, hd]));
-                        parts[part] = normed.reshape([tokens, heads * hd]);
-                    }
-                }
-                qkv = Tensor::cat(parts, 1);
-                None
-            }
-        };
+        let qkv = QLinear::forward_joined(layers, self.qkv_bias.as_ref(), x);
+        let norms =
+            (self.qk_norm.as_ref()).map(|n| (n.q.weight.val(), n.k.weight.val(), n.q.eps as f32));
         let (qkv, keys, values) = cache.append_projected(rope, qkv, norms, position);
+        let (h, hd) = (self.heads, self.head_dim);
         let q = qkv.narrow(1, 0, h * hd).reshape([tokens, h, hd]);
         let window = self.window.unwrap_or(0);
         self.o.forward(fused::attention(

@@ -9,7 +9,7 @@ use stampo_gguf::Gguf;
 
 use crate::config::{ArchMetadata, LoadOptions, ModelConfig};
 use crate::error::{ModelError, Result};
-use crate::layers::{Attention, KvCache, Mlp, RmsNorm, Rope};
+use crate::layers::{Attention, KvCache, Mlp, QkNorm, RmsNorm, Rope};
 use crate::quant::{MAX_PART_BYTES, QLinear};
 use crate::weights::{StagedTensors, Weights};
 use crate::{gemma3, llama, qwen2};
@@ -253,13 +253,6 @@ impl Transformer {
                 .and_then(|dims| dims.get(1).copied())
                 .ok_or_else(|| ModelError::MissingTensor(n("ffn_up.weight")))?
                 as usize;
-            let head_norm = |w: &mut Weights<'_, '_>, s: &str| -> Result<Option<RmsNorm>> {
-                if c.qk_norm {
-                    Ok(Some(RmsNorm::new(w.vector(&n(s), c.head_dim)?, eps)))
-                } else {
-                    Ok(None)
-                }
-            };
             let post_norm = |w: &mut Weights<'_, '_>, s: &str| -> Result<Option<RmsNorm>> {
                 if c.post_norms {
                     Ok(Some(RmsNorm::new(w.vector(&n(s), d)?, eps)))
@@ -285,14 +278,25 @@ impl Transformer {
                 d,
                 bias("attn_v.bias").as_deref(),
             )?;
+            let o = w.linear(&n("attn_output.weight"), d, q_dim, None)?;
+            let qk_norm = if c.qk_norm {
+                let mut head_norm = |s: &str| -> Result<RmsNorm> {
+                    Ok(RmsNorm::new(w.vector(&n(s), c.head_dim)?, eps))
+                };
+                Some(QkNorm {
+                    q: head_norm("attn_q_norm.weight")?,
+                    k: head_norm("attn_k_norm.weight")?,
+                })
+            } else {
+                None
+            };
             let attn = Attention {
                 qkv_bias: QLinear::stacked_bias(&[&q, &k, &v]),
                 q,
                 k,
                 v,
-                o: w.linear(&n("attn_output.weight"), d, q_dim, None)?,
-                q_norm: head_norm(&mut w, "attn_q_norm.weight")?,
-                k_norm: head_norm(&mut w, "attn_k_norm.weight")?,
+                o,
+                qk_norm,
                 heads: c.heads,
                 kv_heads: c.kv_heads,
                 head_dim: c.head_dim,
@@ -383,8 +387,8 @@ impl Transformer {
                     + a.k.device_bytes()
                     + a.v.device_bytes()
                     + a.o.device_bytes()
-                    + opt(&a.q_norm)
-                    + opt(&a.k_norm)
+                    + a.qkv_bias.as_ref().map_or(0, |b| b.dims()[0] * 4)
+                    + a.qk_norm.as_ref().map_or(0, |n| norm(&n.q) + norm(&n.k))
                     + b.mlp.gate.device_bytes()
                     + b.mlp.up.device_bytes()
                     + b.mlp.down.device_bytes()
