@@ -2,8 +2,10 @@
 # The model's speed on a real GPU, for a lent device machine that has no Rust, no network and
 # room for 64 MiB of inputs. Prepare here (x86-64 Linux), then run it there from the repo root:
 #
-#   bench/model/gpu.sh prepare      # builds, strips and packs into .dev/ (git-ignored)
+#   bench/model/gpu.sh prepare      # builds, strips and packs into .dev/ and .gl/ (git-ignored)
 #   bench/model/gpu.sh run [all|models]   # on the device machine; results under $OUT (or ./gpu-out)
+#
+# The device tool's `run` takes ignored paths only when named: carry [".dev", ".gl"].
 #
 # What it carries: the stripped `bench` and `kernel_bandwidth` examples and the wgpu kernel
 # tests (`device_kernels`, `fused_kernels`, and `step_graph`: replayed decoding steps against
@@ -53,7 +55,14 @@ prepare() {
     done
     "$target/release/examples/miniature" .dev/miniature.gguf
     xz -T2 -6 .dev/miniature.gguf
-    du -sh .dev
+    # Vulkan's loader for the device machine, which has only the driver (the device tool's notes).
+    if ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then
+        local apt=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
+        mkdir -p .gl /tmp/amd64/partial
+        apt-get "${apt[@]}" update -qq
+        (cd .gl && apt-get "${apt[@]}" download libvulkan1)
+    fi
+    du -sh .dev .gl
 }
 
 run() {
