@@ -354,14 +354,15 @@ impl FusedAttention for Cube {
         let (kv_heads, capacity, dim) = (cache[0], cache[1], cache[2]);
         let shape = qkv.meta.shape().clone();
         let (tokens, width) = (shape[0], shape[1]);
-        let heads = (width / dim.max(1)).saturating_sub(2 * kv_heads);
-        let rows = tokens * (heads + 2 * kv_heads);
+        let per_token = width / dim.max(1);
+        let heads = per_token.saturating_sub(2 * kv_heads);
+        let rows = tokens * per_token;
         // SAFETY: every buffer is bound with its tensor's length; cube `row` below `rows`
-        // reads and writes its head's `dim` values of `qkv` (`rows · dim` = its length, as
-        // the projections' widths make it), reads `dim` weights (the heads' width) where
-        // normed and the rotations of position `start + token`, and stores below the caches'
-        // lengths: the model checked `start + tokens ≤ capacity` for the `start` that
-        // `position` holds, and the tables hold every position the cache can.
+        // reads and writes its head's `dim` values of `qkv` (`rows · dim` ≤ its length), reads
+        // `dim` weights (the heads' width, as the loader checked) where normed and the
+        // rotations of position `start + token`, and stores below the caches' lengths: the
+        // model checked `start + tokens ≤ capacity` for the `start` that `position` holds, and
+        // the tables hold every position the cache can.
         unsafe {
             qkv_cache_write_kernel::launch(
                 &qkv.client,
