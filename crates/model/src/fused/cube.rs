@@ -251,7 +251,13 @@ fn cache_index(at: u32, kv_heads: u32, capacity: u32, dim: u32, start: u32) -> u
     let d = at % dim;
     let head = (at / dim) % kv_heads;
     let token = at / (dim * kv_heads);
-    ((head * capacity + start + token) * dim + d) as usize
+    (cache_row(head, start + token, capacity, dim) + d) as usize
+}
+
+/// Where kv head `head`'s row for `position` starts in a cache `[kv_heads, capacity, dim]`.
+#[cube]
+fn cache_row(head: u32, position: u32, capacity: u32, dim: u32) -> u32 {
+    (head * capacity + position) * dim
 }
 
 /// One unit per rotated pair of the queries, then of the keys.
@@ -347,11 +353,10 @@ pub(super) fn qkv_cache_write_kernel(
     }
     if live && is_v {
         let steps = (dim + THREADS - 1 - UNIT_POS) / THREADS;
-        let kv_head = head - heads - kv_heads;
+        let at = cache_row(head - heads - kv_heads, start + token, capacity, dim);
         for step in 0..steps {
             let d = UNIT_POS + step * THREADS;
-            let to = (kv_head * capacity + start + token) * dim + d;
-            values[to as usize] = round_f16(qkv[(base + d) as usize]);
+            values[(at + d) as usize] = round_f16(qkv[(base + d) as usize]);
         }
     } else if live {
         let half = dim / 2;
@@ -381,8 +386,7 @@ pub(super) fn qkv_cache_write_kernel(
                 qkv[(base + ia) as usize] = ra;
                 qkv[(base + ib) as usize] = rb;
             } else {
-                let kv_head = head - heads;
-                let at = (kv_head * capacity + start + token) * dim;
+                let at = cache_row(head - heads, start + token, capacity, dim);
                 keys[(at + ia) as usize] = round_f16(ra);
                 keys[(at + ib) as usize] = round_f16(rb);
             }
