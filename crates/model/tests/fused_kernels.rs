@@ -489,13 +489,15 @@ fn attention_matches_the_reference_with_and_without_a_window() {
     // columns per unit for some units and one for others. 2,100 positions: more scores than
     // a cube keeps in shared memory, so its passes compute them again. One token over 1,291
     // positions (or a window of 700): decoding split across cubes of 256 keys, the last
-    // split partial.
-    for (tokens, capacity, start, windows) in [
-        (3, 72, 67, [0, 5]),
-        (3, 2100, 2095, [0, 2060]),
-        (1, 1300, 1290, [0, 700]),
+    // split partial. A head of 78 values: the scores' last products after their runs of four.
+    for (tokens, capacity, start, windows, dim) in [
+        (3, 72, 67, [0, 5], 80),
+        (3, 2100, 2095, [0, 2060], 80),
+        (1, 1300, 1290, [0, 700], 80),
+        (2, 300, 290, [0, 100], 78),
+        (1, 300, 290, [0, 100], 78),
     ] {
-        let (heads, kv, dim) = (6, 2, 80);
+        let (heads, kv) = (6, 2);
         let q = random(&mut rng, tokens * heads * dim, 1.0);
         let f16_values = |rng: &mut Rng| -> Vec<f32> {
             random(rng, kv * capacity * dim, 1.0)

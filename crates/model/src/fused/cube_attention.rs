@@ -17,16 +17,63 @@ use super::cube::{
 /// shared memory WebGPU guarantees.
 const KEPT_SCORES: u32 = 2048;
 
-/// `q · k` of the query row in `q_row` and the key at `key` (an offset into `keys`).
-/// Unrolled, so the key's loads are issued together rather than one latency after another.
+/// How many iterations of the attention kernels' inner loops each turn writes out, so that
+/// their loads are issued together rather than one latency after another. Not the whole
+/// loops: CubeCL's optimiser takes time that grows faster than the code it is given. With
+/// every loop written out, the first decoding step past 256 keys (the first to launch the
+/// split kernels) stalled while they compiled: 0.22–0.29 s for SmolLM2 and 1.7–1.9 s for
+/// Gemma 3 (head_dim 256), natively on the project's 2-core machine; 17–19 ms with these.
+const IN_FLIGHT: u32 = 4;
+
+/// `q · k` of the query row in `q_row` and the key at `key` (an offset into `keys`): one
+/// chain of products in order, [`IN_FLIGHT`] a turn.
 #[cube]
 fn score(q_row: &Shared<[f32]>, keys: &[f32], key: u32, #[comptime] dim: u32) -> f32 {
     let mut dot = 0.0f32;
-    #[unroll]
-    for d in 0..dim {
+    let whole = comptime!(dim - dim % IN_FLIGHT);
+    for turn in 0..comptime!(whole / IN_FLIGHT) {
+        #[unroll]
+        for i in 0..IN_FLIGHT {
+            let d = turn * IN_FLIGHT + i;
+            dot += q_row[d as usize] * keys[(key + d) as usize];
+        }
+    }
+    for d in whole..dim {
         dot += q_row[d as usize] * keys[(key + d) as usize];
     }
     dot
+}
+
+/// `acc[r] += p_e · values[row_e + unit + r · THREADS]` for the keys `e` below `here` of a
+/// chunk whose probabilities are in `probs` and whose first key's values start at `row`:
+/// each unit's columns of the weighted values, keys in order, [`IN_FLIGHT`] a turn.
+#[cube]
+fn add_weighted_values(
+    acc: &mut Array<f32>,
+    probs: &Shared<[f32]>,
+    values: &[f32],
+    row: u32,
+    here: u32,
+    #[comptime] dim: u32,
+) {
+    let per_unit = comptime!(dim.div_ceil(THREADS));
+    for turn in 0..comptime!(THREADS / IN_FLIGHT) {
+        #[unroll]
+        for i in 0..IN_FLIGHT {
+            let e = turn * IN_FLIGHT + i;
+            if e < here {
+                let weight = probs[e as usize];
+                let at = row + e * dim;
+                #[unroll]
+                for r in 0..per_unit {
+                    let d = UNIT_POS + r * THREADS;
+                    if d < dim {
+                        acc[r as usize] += weight * values[(at + d) as usize];
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// One cube per (query head, token): the scores of the visible keys, their softmax (three
@@ -130,20 +177,7 @@ fn attention_kernel(
         probs[UNIT_POS as usize] = p;
         sync_cube();
         let here = min(THREADS, end - base);
-        #[unroll]
-        for e in 0..THREADS {
-            if e < here {
-                let weight = probs[e as usize];
-                let row = cache_at + (base + e) * dim;
-                #[unroll]
-                for r in 0..per_unit {
-                    let d = UNIT_POS + r * THREADS;
-                    if d < dim {
-                        acc[r as usize] += weight * values[(row + d) as usize];
-                    }
-                }
-            }
-        }
+        add_weighted_values(&mut acc, &probs, values, cache_at + base * dim, here, dim);
         sync_cube();
     }
     #[unroll]
@@ -282,8 +316,8 @@ fn attention_split_values(
         acc[r as usize] = 0.0;
     }
     let mut probs = Shared::<[f32]>::new_slice(THREADS as usize);
+    // Not written out: each turn waits at two barriers anyway.
     let chunks = comptime!(SPLIT_KEYS / THREADS);
-    #[unroll]
     for chunk in 0..chunks {
         let base = lo + chunk * THREADS;
         let key = base + UNIT_POS;
@@ -294,20 +328,8 @@ fn attention_split_values(
         }
         probs[UNIT_POS as usize] = p;
         sync_cube();
-        #[unroll]
-        for e in 0..THREADS {
-            if base + e < hi {
-                let weight = probs[e as usize];
-                let row = cache_at + (base + e) * dim;
-                #[unroll]
-                for r in 0..per_unit {
-                    let d = UNIT_POS + r * THREADS;
-                    if d < dim {
-                        acc[r as usize] += weight * values[(row + d) as usize];
-                    }
-                }
-            }
-        }
+        let here = min(THREADS, hi - min(hi, base));
+        add_weighted_values(&mut acc, &probs, values, cache_at + base * dim, here, dim);
         sync_cube();
     }
     #[unroll]
