@@ -6,7 +6,10 @@
 //! host's ceiling, not a model's (`device::noop_wgpu_device`). Token ids are a fixed
 //! deterministic sequence inside the vocabulary, so runs are comparable; `bench/model/bench.py`
 //! runs llama.cpp on the same ids. A warm-up (the same prefill and one step, `warmup_s`) runs
-//! first and is not counted: on the wgpu device it compiles the kernels.
+//! first and is not counted: on the wgpu device it compiles the kernels. `slowest_step_ms` and
+//! `slowest_step_position` name the slowest decoding step: on the wgpu device a step past 256
+//! keys first launches the split attention kernels (compiled then) and each crossing of a
+//! multiple of 256 records a new step graph.
 
 use std::time::Instant;
 
@@ -83,22 +86,30 @@ fn main() -> Result<()> {
         .iter()
         .enumerate()
         .fold(0, |b, (i, &v)| if v > logits[b] { i } else { b }) as u32;
+    // The mean hides a stall of one step.
+    let (mut slowest_s, mut slowest_at) = (0.0f64, 0);
     let t2 = Instant::now();
-    for _ in 0..decode {
+    for i in 0..decode {
+        let t_step = Instant::now();
         let logits = to_vec(model.forward(&[next], &mut cache, false)?)?;
         next = logits
             .iter()
             .enumerate()
             .fold(0, |b, (i, &v)| if v > logits[b] { i } else { b }) as u32;
+        let step_s = t_step.elapsed().as_secs_f64();
+        if step_s > slowest_s {
+            (slowest_s, slowest_at) = (step_s, prefill + i);
+        }
     }
     let decode_s = t2.elapsed().as_secs_f64();
     println!(
-        "{{\"model\":{:?},\"device\":{:?},\"threads\":{},\"load_s\":{load_s:.3},\"warmup_s\":{warmup_s:.3},\"prefill_tokens\":{prefill},\"prefill_tok_s\":{:.2},\"decode_tokens\":{decode},\"decode_tok_s\":{:.2},\"weight_bytes\":{},\"gguf_tensor_bytes\":{}}}",
+        "{{\"model\":{:?},\"device\":{:?},\"threads\":{},\"load_s\":{load_s:.3},\"warmup_s\":{warmup_s:.3},\"prefill_tokens\":{prefill},\"prefill_tok_s\":{:.2},\"decode_tokens\":{decode},\"decode_tok_s\":{:.2},\"slowest_step_ms\":{:.2},\"slowest_step_position\":{slowest_at},\"weight_bytes\":{},\"gguf_tensor_bytes\":{}}}",
         path,
         device_name,
         Pool::global().threads(),
         prefill as f64 / prefill_s,
         decode as f64 / decode_s,
+        slowest_s * 1e3,
         model.weight_bytes(),
         model.gguf_tensor_bytes(),
     );
