@@ -21,8 +21,8 @@ const KEPT_SCORES: u32 = 2048;
 /// their loads are issued together rather than one latency after another. Not the whole
 /// loops: CubeCL's optimiser takes time that grows faster than the code it is given. With
 /// every loop written out, the first decoding step past 256 keys (the first to launch the
-/// split kernels) stalled while they compiled: 0.22–0.29 s for SmolLM2 and 1.7–1.9 s for
-/// Gemma 3 (head_dim 256), natively on the project's 2-core machine; 17–19 ms with these.
+/// split kernels) stalled while they compiled: 0.21–0.29 s for SmolLM2 and Qwen2.5, 1.7–1.9 s
+/// for Gemma 3 (head_dim 256), natively on the project's 2-core machine; 17–26 ms with these.
 const IN_FLIGHT: u32 = 4;
 
 /// `q · k` of the query row in `q_row` and the key at `key` (an offset into `keys`): one
