@@ -313,7 +313,8 @@ fn check_chosen_rows(device: &Device, name: &str) {
         let layer =
             QLinear::from_bytes_in_parts("test", &bytes, Some(bias), layout, device, part_bytes)
                 .expect("shape matches");
-        for tokens in [1, 3] {
+        // A decoding step's single token, a few, and more than a tile of the wgpu matmul.
+        for tokens in [1, 3, TOKENS] {
             let x: Vec<f32> = (0..tokens * COLS).map(|_| rng.float()).collect();
             let input =
                 || Tensor::<2>::from_data(TensorData::new(x.clone(), [tokens, COLS]), device);

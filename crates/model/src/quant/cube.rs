@@ -7,7 +7,6 @@
 //! from their bits.
 
 use burn::backend::Cube;
-use burn::backend::ops::FloatTensorOps;
 use burn::backend::tensor::{FloatTensor, IntTensor};
 use burn::tensor::{DType, Shape};
 use burn_cubecl::kernel::into_contiguous;
@@ -289,6 +288,26 @@ fn accumulate<N: Size>(
     }
 }
 
+/// Sums each of `groups` groups of `THREADS` partial sums into the group's first: a halving
+/// tree, unrolled (`THREADS` is 2⁶), the same additions in the same order for every product
+/// kernel, so that a value is the same whichever kernel forms it.
+#[cube]
+fn sum_partials(partial: &mut Shared<[f32]>, #[comptime] groups: u32) {
+    #[unroll]
+    for level in 1..7u32 {
+        let stride = THREADS >> level;
+        if UNIT_POS < stride {
+            #[unroll]
+            for g in 0..groups {
+                let here = (g * THREADS + UNIT_POS) as usize;
+                let sum = partial[here] + partial[here + stride as usize];
+                partial[here] = sum;
+            }
+        }
+        sync_cube();
+    }
+}
+
 /// `out[token, row] = Σ_col W[row, col] · x[token, col] (+ bias[row])` for one row and a tile
 /// of up to `tile` tokens per cube, where `W` is the matrices `a`, `b`, `c` stacked (`rows_a`,
 /// `rows_b`, `rows_c` rows of one width, each of its own format; a layer's Q, K and V in one
@@ -378,20 +397,7 @@ fn quant_matmul_kernel<N: Size>(
         partial[(t * THREADS + UNIT_POS) as usize] = sums[t as usize];
     }
     sync_cube();
-    // A halving tree per token, unrolled (`THREADS` is 2⁶).
-    #[unroll]
-    for level in 1..7u32 {
-        let stride = THREADS >> level;
-        if UNIT_POS < stride {
-            #[unroll]
-            for t in 0..tile {
-                let here = (t * THREADS + UNIT_POS) as usize;
-                let sum = partial[here] + partial[here + stride as usize];
-                partial[here] = sum;
-            }
-        }
-        sync_cube();
-    }
+    sum_partials(&mut partial, tile);
     if UNIT_POS < count && row < rows {
         let mut y = partial[(UNIT_POS * THREADS) as usize];
         // The bias after the whole sum, as a separate add would do it; the biases lie end
@@ -479,23 +485,70 @@ fn quant_gated_kernel<N: Size>(
         partial[((tile + t) * THREADS + UNIT_POS) as usize] = u[t as usize];
     }
     sync_cube();
-    #[unroll]
-    for level in 1..7u32 {
-        let stride = THREADS >> level;
-        if UNIT_POS < stride {
-            #[unroll]
-            for t in 0..2 * tile {
-                let here = (t * THREADS + UNIT_POS) as usize;
-                let sum = partial[here] + partial[here + stride as usize];
-                partial[here] = sum;
-            }
-        }
-        sync_cube();
-    }
+    sum_partials(&mut partial, comptime!(2 * tile));
     if UNIT_POS < count && row < rows {
         let g = partial[(UNIT_POS * THREADS) as usize];
         let u = partial[((tile + UNIT_POS) * THREADS) as usize];
         out[((first + UNIT_POS) * rows + row) as usize] = activate(g, gelu) * u;
+    }
+}
+
+/// `out[token, i] = Σ_col W[ids[i], col] · x[token, col]` for one id and a tile of up to `tile`
+/// tokens per cube: [`quant_matmul_kernel`]'s sums of the id's row (the same partial sums and
+/// the same tree), so that each value is the whole product's in that row. The output head
+/// under a grammar: the logits of the allowed tokens only. Ids run over cube positions x and
+/// y, tiles over z.
+#[cube(launch)]
+#[allow(clippy::too_many_arguments)]
+fn quant_matmul_rows_kernel<N: Size>(
+    blocks: &[u32],
+    ids: &[u32],
+    x: &[Vector<f32, N>],
+    out: &mut [f32],
+    count: u32,
+    rows: u32,
+    cols: u32,
+    row_bytes: u32,
+    tokens: u32,
+    first_tile: u32,
+    #[comptime] tile: u32,
+    #[comptime] width: u32,
+    #[comptime] format: QuantFormat,
+) {
+    let i = CUBE_POS_X + CUBE_POS_Y * CUBE_COUNT_X;
+    let first = (first_tile + CUBE_POS_Z) * tile;
+    let here = min(tile, tokens - first);
+    let mut partial = Shared::<[f32]>::new_slice((THREADS * tile) as usize);
+    let mut sums = Array::<f32>::new(tile as usize);
+    #[unroll]
+    for t in 0..tile {
+        sums[t as usize] = 0.0;
+    }
+    // The id is the same for the whole cube, so the branch is uniform.
+    if i < count {
+        // Ids are checked against the vocabulary by the model; a stray one reads the last row.
+        let row = min(ids[i as usize], rows - 1);
+        accumulate(
+            blocks,
+            x,
+            row * row_bytes,
+            cols,
+            first,
+            here,
+            &mut sums,
+            tile,
+            width,
+            format,
+        );
+    }
+    #[unroll]
+    for t in 0..tile {
+        partial[(t * THREADS + UNIT_POS) as usize] = sums[t as usize];
+    }
+    sync_cube();
+    sum_partials(&mut partial, tile);
+    if UNIT_POS < here && i < count {
+        out[((first + UNIT_POS) * count + i) as usize] = partial[(UNIT_POS * THREADS) as usize];
     }
 }
 
@@ -544,6 +597,25 @@ fn quant_rows_kernel(
         let row = min(ids[i as usize], rows - 1);
         store_row_chunk(blocks, row * row_bytes, k, cols, out, i * cols, format);
     }
+}
+
+/// The buffer of `ids` as `u32`s: in place when they are (`QLinear::rows_of` and
+/// `QLinear::forward_rows` write them so, with no trip through the host); another int type
+/// (i32, i64) is read back and rewritten.
+fn u32_ids(ids: CubeTensor) -> cubecl::server::Handle {
+    let ids = into_contiguous(ids);
+    if ids.dtype == DType::U32 {
+        return ids.handle;
+    }
+    let client = ids.client.clone();
+    let values: Vec<u32> = burn_cubecl::ops::into_data_sync(ids)
+        .convert::<i64>()
+        .try_into_vec::<i64>()
+        .unwrap_or_default()
+        .into_iter()
+        .map(|id| id.clamp(0, i64::from(u32::MAX)) as u32)
+        .collect();
+    client.create_from_slice(u32::as_bytes(&values))
 }
 
 /// The bytes of one row (the layer checked the shape when it was built).
@@ -732,11 +804,45 @@ impl QuantOps for Cube {
         ids: IntTensor<Self>,
         layout: QuantLayout,
     ) -> FloatTensor<Self> {
-        // The whole product, then its columns `ids`: the same values, no faster. On a GPU the
-        // head's rows cost less than the launches a sparse product would add, and the engine
-        // asks for chosen rows on the CPU only.
-        let all = Self::quant_matmul(x, blocks, layout);
-        Self::float_select(all, 1, ids)
+        let x = into_contiguous(x);
+        let blocks = into_contiguous(blocks);
+        let count = ids.meta.shape()[0];
+        let ids = u32_ids(ids);
+        let (tokens, cols) = (x.meta.shape()[0], layout.cols);
+        let out = empty_like(&x, Shape::new([tokens, count]));
+        if count == 0 || tokens == 0 {
+            return out;
+        }
+        let (across, down) = row_grid(count);
+        let (tile, tiles) = token_tiles(tokens);
+        let width = activation_width(cols);
+        for (first, batch) in tile_batches(tiles) {
+            // SAFETY: as in `matmul_stacked`: each buffer is bound with its length (the ids
+            // with `count`, x with `tokens × cols` values, out with `tokens × count`); the
+            // kernel clamps every id to the matrix's rows.
+            unsafe {
+                quant_matmul_rows_kernel::launch(
+                    &out.client,
+                    CubeCount::Static(across, down, batch as u32),
+                    CubeDim::new_1d(THREADS),
+                    width as usize,
+                    BufferArg::from_raw_parts(blocks.handle.clone(), blocks.meta.shape()[0]),
+                    BufferArg::from_raw_parts(ids.clone(), count),
+                    BufferArg::from_raw_parts(x.handle.clone(), tokens * cols / width as usize),
+                    BufferArg::from_raw_parts(out.handle.clone(), tokens * count),
+                    count as u32,
+                    layout.rows as u32,
+                    cols as u32,
+                    row_bytes(layout),
+                    tokens as u32,
+                    first as u32,
+                    tile,
+                    width,
+                    layout.format,
+                );
+            }
+        }
+        out
     }
 
     fn quant_rows(
@@ -745,23 +851,9 @@ impl QuantOps for Cube {
         layout: QuantLayout,
     ) -> FloatTensor<Self> {
         let blocks = into_contiguous(blocks);
-        let ids = into_contiguous(ids);
         let client = blocks.client.clone();
         let count = ids.meta.shape()[0];
-        let ids_handle = if ids.dtype == DType::U32 {
-            // `QLinear::rows_of` writes them so: used in place, with no trip through the host.
-            ids.handle.clone()
-        } else {
-            // Another int type (i32, i64): read back and rewritten as `u32`.
-            let ids: Vec<u32> = burn_cubecl::ops::into_data_sync(ids)
-                .convert::<i64>()
-                .try_into_vec::<i64>()
-                .unwrap_or_default()
-                .into_iter()
-                .map(|id| id.clamp(0, i64::from(u32::MAX)) as u32)
-                .collect();
-            client.create_from_slice(u32::as_bytes(&ids))
-        };
+        let ids_handle = u32_ids(ids);
         let out = empty_like(&blocks, Shape::new([count, layout.cols]));
         let row_bytes = row_bytes(layout);
         let total = count * layout.cols;
