@@ -52,9 +52,10 @@ pub trait LogitsSource {
         None
     }
 
-    /// Whether [`LogitsSource::forward_wanted`] computes only the logits asked for (a model
-    /// on the CPU skips the output head's other rows). The loop then hands it the grammar's
-    /// mask; otherwise it overlaps the mask with [`LogitsSource::submit`].
+    /// Whether [`LogitsSource::forward_wanted`] and [`LogitsSource::submit_wanted`] compute
+    /// only the logits asked for (the model skips the output head's other rows). The loop
+    /// then hands it the grammar's mask; otherwise it overlaps the mask with
+    /// [`LogitsSource::submit`].
     fn skips_unwanted(&self) -> bool {
         false
     }
@@ -71,6 +72,19 @@ pub trait LogitsSource {
         let logits = self.forward(tokens);
         wanted();
         logits
+    }
+
+    /// As [`LogitsSource::forward_wanted`], but returns once the work is queued, as
+    /// [`LogitsSource::submit`] does: `wanted` is still called before this returns (when the
+    /// pass reaches the output head, the layers queued), and the logits are awaited. A device
+    /// that can only read back asynchronously (WebGPU) must implement this. The default
+    /// computes now.
+    fn submit_wanted(
+        &mut self,
+        tokens: &[u32],
+        wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+    ) -> PendingLogits {
+        Box::pin(std::future::ready(self.forward_wanted(tokens, wanted)))
     }
 
     /// Starts a new sequence that opens with `prompt`. Returns how many leading tokens of
@@ -593,7 +607,7 @@ async fn advance<'c>(
         }
     }
     if let Some(eog) = only_allowed.filter(|_| model.skips_unwanted()) {
-        return advance_wanted(model, c, token, feed, masking, eog);
+        return advance_wanted(model, c, token, feed, masking, eog).await;
     }
     #[cfg(not(target_arch = "wasm32"))]
     if masking.overlap {
@@ -617,8 +631,9 @@ async fn advance<'c>(
 /// the output head), and its mask, with the end-of-generation tokens `eog` (which the loop
 /// may allow after the mask), says which of the head's rows the model computes. Under a
 /// JSON Schema most steps allow a few dozen tokens, and the head is up to two thirds of a
-/// step's multiply-adds (Gemma 3).
-fn advance_wanted<'c>(
+/// step's multiply-adds (Gemma 3). A GPU runs the layers while the mask is computed, then
+/// the head's allowed rows (see [`LogitsSource::submit_wanted`]).
+async fn advance_wanted<'c>(
     model: &mut dyn LogitsSource,
     c: &mut (dyn TokenConstraint + Send + 'c),
     token: Option<u32>,
@@ -637,13 +652,13 @@ fn advance_wanted<'c>(
     if masking.overlap {
         // The worker owns the mask while it computes it, and hands it back when joined.
         let (mut own, clock) = (std::mem::take(&mut masking.mask), masking.clock);
-        let (logits, grammar) = std::thread::scope(|s| {
+        let (pending, grammar) = std::thread::scope(|s| {
             let mut worker = Some(s.spawn(move || {
                 let us = grammar_step(c, token, &mut own, clock);
                 (own, us)
             }));
             let mut joined = None;
-            let logits = model.forward_wanted(feed, &mut || {
+            let pending = model.submit_wanted(feed, &mut || {
                 joined = worker.take()?.join().ok();
                 match &joined {
                     Some((own, Ok(_))) => Some(wanted_of(own)),
@@ -654,23 +669,23 @@ fn advance_wanted<'c>(
             if let Some(worker) = worker.take() {
                 joined = worker.join().ok();
             }
-            (logits, joined)
+            (pending, joined)
         });
         let (own, us) =
             grammar.ok_or_else(|| Error::Matcher("the grammar thread panicked".into()))?;
         masking.mask = own;
         masking.times_us.push(us?);
-        return logits.map_err(Error::Logits);
+        return pending.await.map_err(Error::Logits);
     }
     let mut stepped = None;
-    let logits = model.forward_wanted(feed, &mut || {
+    let pending = model.submit_wanted(feed, &mut || {
         let step = masking.step(c, token);
         let wanted = step.is_ok().then(|| wanted_of(&masking.mask));
         stepped = Some(step);
         wanted
     });
     stepped.unwrap_or_else(|| masking.step(c, token))?;
-    logits.map_err(Error::Logits)
+    pending.await.map_err(Error::Logits)
 }
 
 /// Commits `token` (if any) and computes the next mask; returns the time taken in µs.

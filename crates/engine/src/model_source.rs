@@ -76,6 +76,43 @@ impl ModelSource {
         self.held.truncate(self.cache.position());
         Ok(result?)
     }
+
+    /// Queues the forward pass of `tokens` and the output head's rows of the tokens `wanted`
+    /// gives (called once the layers are queued, and handed to a GPU, so that they run while
+    /// it computes the mask), or all of them: the logits on the device, and the ids they are
+    /// of when not all.
+    fn queue_wanted(
+        &mut self,
+        tokens: &[u32],
+        wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+    ) -> Result<(stampo_model::Tensor<2>, Option<Vec<u32>>), BoxError> {
+        let hidden = self.queue_hidden(tokens)?;
+        stampo_model::flush(&hidden.device())?;
+        let vocab = self.model.vocab_size();
+        let ids: Option<Vec<u32>> = wanted().map(|mask| {
+            mask_bits(&mask)
+                .take_while(|&i| i < vocab)
+                .map(|i| i as u32)
+                .collect()
+        });
+        Ok(match ids {
+            Some(ids) if (ids.len() as f64) <= SPARSE_HEAD_SHARE * vocab as f64 => {
+                (self.model.logits_of(hidden, &ids)?, Some(ids))
+            }
+            _ => (self.model.logits(hidden), None),
+        })
+    }
+}
+
+/// A vocabulary's logits from `values`, those of `ids` (or of every token, without ids).
+fn spread(values: Vec<f32>, ids: Option<Vec<u32>>, vocab: usize) -> Vec<f32> {
+    let Some(ids) = ids else { return values };
+    // Never read: the loop samples among the wanted tokens only.
+    let mut logits = vec![f32::NEG_INFINITY; vocab];
+    for (&id, value) in ids.iter().zip(values) {
+        logits[id as usize] = value;
+    }
+    logits
 }
 
 /// The share of the vocabulary up to which only the wanted rows of the output head are
@@ -102,7 +139,7 @@ impl LogitsSource for ModelSource {
     }
 
     fn skips_unwanted(&self) -> bool {
-        self.model.sparse_head()
+        true
     }
 
     fn forward_wanted(
@@ -110,26 +147,24 @@ impl LogitsSource for ModelSource {
         tokens: &[u32],
         wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
     ) -> Result<Vec<f32>, BoxError> {
-        let hidden = self.queue_hidden(tokens)?;
+        let (logits, ids) = self.queue_wanted(tokens, wanted)?;
+        Ok(spread(to_vec(logits)?, ids, self.model.vocab_size()))
+    }
+
+    fn submit_wanted(
+        &mut self,
+        tokens: &[u32],
+        wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+    ) -> PendingLogits {
         let vocab = self.model.vocab_size();
-        let ids: Option<Vec<u32>> = wanted().map(|mask| {
-            mask_bits(&mask)
-                .take_while(|&i| i < vocab)
-                .map(|i| i as u32)
-                .collect()
+        let queued = self.queue_wanted(tokens, wanted).and_then(|(logits, ids)| {
+            stampo_model::flush(&logits.device())?;
+            Ok((logits, ids))
         });
-        match ids {
-            Some(ids) if (ids.len() as f64) <= SPARSE_HEAD_SHARE * vocab as f64 => {
-                let values = to_vec(self.model.logits_of(hidden, &ids)?)?;
-                // Never read: the loop samples among the wanted tokens only.
-                let mut logits = vec![f32::NEG_INFINITY; vocab];
-                for (&id, value) in ids.iter().zip(values) {
-                    logits[id as usize] = value;
-                }
-                Ok(logits)
-            }
-            _ => Ok(to_vec(self.model.logits(hidden))?),
-        }
+        Box::pin(async move {
+            let (logits, ids) = queued?;
+            Ok(spread(to_vec_async(logits).await?, ids, vocab))
+        })
     }
 
     fn begin(&mut self, prompt: &[u32]) -> Result<usize, BoxError> {

@@ -483,6 +483,28 @@ struct AsyncDevice {
     log: Arc<std::sync::Mutex<Vec<&'static str>>>,
     /// Whether it tells its vocabulary's size before the first pass.
     tells_size: bool,
+    /// Whether it computes only the logits asked for (as the model's output head does on
+    /// every device): every other logit is a huge value, so a loop that read one would pick
+    /// it.
+    sparse: bool,
+}
+
+impl AsyncDevice {
+    fn arriving(&self, logits: Result<Vec<f32>, BoxError>) -> stampo_engine::PendingLogits {
+        let mut logits = Some(logits);
+        let log = Arc::clone(&self.log);
+        let mut waited = false;
+        Box::pin(std::future::poll_fn(move |cx| {
+            if !waited {
+                waited = true;
+                let waker = cx.waker().clone();
+                std::thread::spawn(move || waker.wake());
+                return std::task::Poll::Pending;
+            }
+            note(&log, "logits");
+            std::task::Poll::Ready(logits.take().expect("polled after completion"))
+        }))
+    }
 }
 
 impl LogitsSource for AsyncDevice {
@@ -496,19 +518,40 @@ impl LogitsSource for AsyncDevice {
 
     fn submit(&mut self, tokens: &[u32]) -> stampo_engine::PendingLogits {
         note(&self.log, "submit");
-        let mut logits = Some(self.inner.forward(tokens));
-        let log = Arc::clone(&self.log);
-        let mut waited = false;
-        Box::pin(std::future::poll_fn(move |cx| {
-            if !waited {
-                waited = true;
-                let waker = cx.waker().clone();
-                std::thread::spawn(move || waker.wake());
-                return std::task::Poll::Pending;
+        let logits = self.inner.forward(tokens);
+        self.arriving(logits)
+    }
+
+    fn skips_unwanted(&self) -> bool {
+        self.sparse
+    }
+
+    fn forward_wanted(
+        &mut self,
+        _tokens: &[u32],
+        _wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+    ) -> Result<Vec<f32>, BoxError> {
+        Err("this device reads back only asynchronously".into())
+    }
+
+    fn submit_wanted(
+        &mut self,
+        tokens: &[u32],
+        wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+    ) -> stampo_engine::PendingLogits {
+        note(&self.log, "layers");
+        let logits = self.inner.forward(tokens).map(|mut logits| {
+            if let Some(mask) = wanted() {
+                note(&self.log, "head");
+                for (i, l) in logits.iter_mut().enumerate() {
+                    if mask[i / 32] >> (i % 32) & 1 == 0 {
+                        *l = 1e30;
+                    }
+                }
             }
-            note(&log, "logits");
-            std::task::Poll::Ready(logits.take().expect("polled after completion"))
-        }))
+            logits
+        });
+        self.arriving(logits)
     }
 }
 
@@ -543,6 +586,7 @@ fn an_asynchronous_device_is_awaited_and_the_mask_is_computed_while_it_works() {
             inner: ScriptedModel::new(&[b'[' as u32, b'4' as u32, b'2' as u32, b']' as u32]),
             log: Arc::clone(&log),
             tells_size,
+            sparse: false,
         };
         let mut constraint = LoggedConstraint {
             inner: gbnf(DIGITS),
@@ -572,6 +616,57 @@ fn an_asynchronous_device_is_awaited_and_the_mask_is_computed_while_it_works() {
         for step in log[first..].chunks(3) {
             assert_eq!(step, ["submit", "mask", "logits"], "{log:?}");
         }
+    }
+}
+
+#[test]
+fn an_asynchronous_device_computing_only_the_allowed_logits_runs_its_layers_during_the_mask() {
+    for (overlap, tells_size) in [(false, false), (true, false), (false, true), (true, true)] {
+        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut model = AsyncDevice {
+            inner: ScriptedModel::new(&[b'[' as u32, b'4' as u32, b'x' as u32, b']' as u32]),
+            log: Arc::clone(&log),
+            tells_size,
+            sparse: true,
+        };
+        let mut constraint = LoggedConstraint {
+            inner: gbnf(DIGITS),
+            log: Arc::clone(&log),
+        };
+        let mut opts = options(None);
+        opts.overlap = overlap;
+        let (out, _) = run(&mut model, Some(&mut constraint), &mut greedy(), &opts);
+        let out = out.unwrap();
+        let case = format!("overlap {overlap}, size told {tells_size}");
+        // The scripted 'x' is not a digit: the mask steers to another digit or ']', which a
+        // loop reading a skipped logit (1e30) would not give.
+        assert!(
+            out.text.starts_with("[4") && out.text.ends_with(']'),
+            "{case}: {}",
+            out.text
+        );
+        assert_eq!(out.stop, StopKind::Eos, "{case}");
+        let log = log.lock().unwrap().clone();
+        let first = if tells_size {
+            0
+        } else {
+            assert_eq!(&log[..3], ["submit", "logits", "mask"], "{case}");
+            3
+        };
+        // Every step queues its layers, computes the mask (on the grammar's thread with
+        // overlap, where it may start first), queues the head's allowed rows, then awaits.
+        for step in log[first..].chunks(4) {
+            let mut step = step.to_vec();
+            if overlap && step[..2] == ["mask", "layers"] {
+                step.swap(0, 1);
+            }
+            assert_eq!(
+                step,
+                ["layers", "mask", "head", "logits"],
+                "{case}: {log:?}"
+            );
+        }
+        assert_eq!((log.len() - first) % 4, 0, "{case}: {log:?}");
     }
 }
 

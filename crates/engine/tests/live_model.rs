@@ -213,8 +213,10 @@ fn json_object_mode_and_a_gbnf_grammar_hold_on_the_real_model() {
 }
 
 /// On the wgpu device the loop awaits each step's logits ([`stampo_engine::LogitsSource::submit`],
-/// the path WebGPU takes in the browser) when no grammar runs beside it, and overlaps the
-/// mask on a thread when one does: both give the CPU's first token, and the schema's shape.
+/// the path WebGPU takes in the browser) when no grammar runs beside it; when one does, the
+/// mask is computed beside the layers and only the allowed rows of the head are computed and
+/// read back ([`stampo_engine::LogitsSource::submit_wanted`]): both give the CPU's tokens,
+/// and the schema's shape.
 #[test]
 fn on_the_wgpu_device_requests_run_through_the_async_loop() {
     let Some(path) = common::smollm2_path() else {
@@ -238,7 +240,7 @@ fn on_the_wgpu_device_requests_run_through_the_async_loop() {
         "temperature": 0,
         "json_schema": {"enum": ["Paris", "London", "Rome"]}
     });
-    let done = run(&mut gpu, city);
+    let done = run(&mut gpu, city.clone());
     let text = done.response["content"].as_str().expect("content");
     let answer: Value = serde_json::from_str(text).expect("JSON");
     assert!(
@@ -246,6 +248,7 @@ fn on_the_wgpu_device_requests_run_through_the_async_loop() {
         "{text}"
     );
     assert_eq!(done.response["stop_type"], "eos");
+    assert_eq!(done.output.tokens, run(&mut cpu, city).output.tokens);
 }
 
 #[test]

@@ -601,10 +601,10 @@ impl Transformer {
     }
 
     /// The logits of tokens `ids` only (in that order), each the value
-    /// [`Transformer::logits`] gives it: the output head's other rows are not read. Under a
-    /// grammar that allows a few dozen tokens this skips most of a decoding step's largest
-    /// product (the head is 21% of SmolLM2's multiply-adds a token, 28% of Qwen2.5's, 63% of
-    /// Gemma 3's).
+    /// [`Transformer::logits`] gives it, on either device: the output head's other rows are
+    /// not read. Under a grammar that allows a few dozen tokens this skips most of a decoding
+    /// step's largest product (the head is 21% of SmolLM2's multiply-adds a token, 28% of
+    /// Qwen2.5's, 63% of Gemma 3's), and on a GPU the read back of the other logits.
     ///
     /// # Shapes
     /// - `hidden`: `[rows, dim]`
@@ -612,12 +612,6 @@ impl Transformer {
     pub fn logits_of(&self, hidden: Tensor<2>, ids: &[u32]) -> Result<Tensor<2>> {
         self.check_tokens(ids)?;
         Ok(self.head().forward_rows(hidden, ids))
-    }
-
-    /// Whether [`Transformer::logits_of`] reads only the rows asked for (the CPU device); on
-    /// the wgpu device it computes every logit and picks the ones asked for.
-    pub fn sparse_head(&self) -> bool {
-        crate::device::is_cpu(&self.device())
     }
 
     /// The output projection: its own matrix, or the embedding table when tied.
