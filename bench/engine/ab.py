@@ -8,6 +8,7 @@ drift of the machine's speed (a busy neighbour) from passing for a difference of
 Not a test: numbers depend on the machine and its load.
 
     python3 bench/engine/ab.py A_BINARY B_BINARY [--models smollm2,qwen,gemma] [--repeat 3]
+        [--device cpu|wgpu] [--cases person,order,listing]
 """
 
 import argparse
@@ -29,6 +30,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("-n", "--n-predict", type=int, default=96)
     ap.add_argument("--fast-forward", action="store_true", help="run with --fast-forward")
+    ap.add_argument("--device", default="cpu", help="cpu or wgpu (lavapipe here: slow)")
+    ap.add_argument("--cases", help="only these cases, by name (default: all)")
     args = ap.parse_args()
     mode = "ff" if args.fast_forward else "schema"
     print("| model | case | tokens | A tokens/s | B tokens/s | same output | B / A |")
@@ -38,13 +41,18 @@ def main():
         if not model.exists():
             sys.exit(f"{model} is missing: run scripts/setup.sh")
         for case in constrained.CASES:
+            if args.cases and case["name"] not in args.cases.split(","):
+                continue
             with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
                 json.dump(case["schema"], f)
             runs = {"a": [], "b": []}
             for _ in range(args.repeat):
                 for which in ("a", "b"):
                     runs[which].append(
-                        constrained.run(getattr(args, which), model, case, mode, f.name, args.n_predict)
+                        constrained.run(
+                            getattr(args, which), model, case, mode, f.name, args.n_predict,
+                            args.device,
+                        )
                     )
             Path(f.name).unlink()
             speed = {w: [r["tok_s"] for r in rs] for w, rs in runs.items()}

@@ -115,10 +115,11 @@ def valid(text, schema):
     return "valid" if not errors else "invalid"
 
 
-def run(stampo, model, case, mode, schema_file, n_predict):
+def run(stampo, model, case, mode, schema_file, n_predict, device="cpu"):
     cmd = [
         str(stampo), "run", "-m", str(model), "--chat", "--system", case["system"],
         "-p", case["input"], "--temp", "0", "-n", str(n_predict), "--stats",
+        "--device", device,
     ]
     if mode != "free":
         cmd += ["--json-schema", schema_file]
