@@ -578,20 +578,34 @@ impl TokenConstraint for LoggedConstraint {
     }
 }
 
+type Log = Arc<std::sync::Mutex<Vec<&'static str>>>;
+
+/// An [`AsyncDevice`] scripted to prefer the bytes of `script`, and the digits grammar, both
+/// writing into the returned log.
+fn logged_device(
+    script: &[u8],
+    tells_size: bool,
+    sparse: bool,
+) -> (AsyncDevice, LoggedConstraint, Log) {
+    let log: Log = Arc::default();
+    let script: Vec<u32> = script.iter().map(|&b| u32::from(b)).collect();
+    let model = AsyncDevice {
+        inner: ScriptedModel::new(&script),
+        log: Arc::clone(&log),
+        tells_size,
+        sparse,
+    };
+    let constraint = LoggedConstraint {
+        inner: gbnf(DIGITS),
+        log: Arc::clone(&log),
+    };
+    (model, constraint, log)
+}
+
 #[test]
 fn an_asynchronous_device_is_awaited_and_the_mask_is_computed_while_it_works() {
     for tells_size in [false, true] {
-        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut model = AsyncDevice {
-            inner: ScriptedModel::new(&[b'[' as u32, b'4' as u32, b'2' as u32, b']' as u32]),
-            log: Arc::clone(&log),
-            tells_size,
-            sparse: false,
-        };
-        let mut constraint = LoggedConstraint {
-            inner: gbnf(DIGITS),
-            log: Arc::clone(&log),
-        };
+        let (mut model, mut constraint, log) = logged_device(b"[42]", tells_size, false);
         // `run` goes through `generate`, which drives `generate_async` with `block_on`: the
         // device's pending polls are real waits here.
         let (out, _) = run(
@@ -622,17 +636,7 @@ fn an_asynchronous_device_is_awaited_and_the_mask_is_computed_while_it_works() {
 #[test]
 fn an_asynchronous_device_computing_only_the_allowed_logits_runs_its_layers_during_the_mask() {
     for (overlap, tells_size) in [(false, false), (true, false), (false, true), (true, true)] {
-        let log = Arc::new(std::sync::Mutex::new(Vec::new()));
-        let mut model = AsyncDevice {
-            inner: ScriptedModel::new(&[b'[' as u32, b'4' as u32, b'x' as u32, b']' as u32]),
-            log: Arc::clone(&log),
-            tells_size,
-            sparse: true,
-        };
-        let mut constraint = LoggedConstraint {
-            inner: gbnf(DIGITS),
-            log: Arc::clone(&log),
-        };
+        let (mut model, mut constraint, log) = logged_device(b"[4x]", tells_size, true);
         let mut opts = options(None);
         opts.overlap = overlap;
         let (out, _) = run(&mut model, Some(&mut constraint), &mut greedy(), &opts);
