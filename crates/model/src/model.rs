@@ -376,7 +376,9 @@ impl Transformer {
 
     /// Bytes the weights occupy on the device (the tied table counted once).
     pub fn weight_bytes(&self) -> usize {
-        let norm = |n: &RmsNorm| n.weight.dims()[0] * 4;
+        // Norm weights and biases are `f32`s on every device.
+        let floats = |t: &Tensor<1>| t.dims()[0] * std::mem::size_of::<f32>();
+        let norm = |n: &RmsNorm| floats(&n.weight);
         let opt = |n: &Option<RmsNorm>| n.as_ref().map_or(0, norm);
         let blocks: usize = self
             .blocks
@@ -387,7 +389,7 @@ impl Transformer {
                     + a.k.device_bytes()
                     + a.v.device_bytes()
                     + a.o.device_bytes()
-                    + a.qkv_bias.as_ref().map_or(0, |b| b.dims()[0] * 4)
+                    + a.qkv_bias.as_ref().map_or(0, floats)
                     + a.qk_norm.as_ref().map_or(0, |n| norm(&n.q) + norm(&n.k))
                     + b.mlp.gate.device_bytes()
                     + b.mlp.up.device_bytes()
