@@ -1,7 +1,8 @@
 //! Prefill and decode speed of one model on one device, printed as one JSON line.
 //!
-//! `cargo run --release -p stampo-model --example bench -- MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu|noop]`
-//! (threads: `STAMPO_THREADS`). `noop` (built with `--features noop`) is the wgpu device on
+//! `cargo run --release -p stampo-model --example bench -- MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu|noop] [best]`
+//! (threads: `STAMPO_THREADS`). Each step's greedy token is chosen on the host among the logits
+//! read back, or with `best` on the device (`best_logit`: two words read back). `noop` (built with `--features noop`) is the wgpu device on
 //! wgpu's noop backend: every launch made as on a GPU, no kernel run, so its speeds are the
 //! host's ceiling, not a model's (`device::noop_wgpu_device`). Token ids are a fixed
 //! deterministic sequence inside the vocabulary, so runs are comparable; `bench/model/bench.py`
@@ -27,7 +28,7 @@ fn keep_freed_memory_a_while() {
 
 use stampo_gguf::Gguf;
 use stampo_model::quant::pool::Pool;
-use stampo_model::{DeviceKind, LoadOptions, Result, Transformer, to_vec};
+use stampo_model::{DeviceKind, LoadOptions, Result, Transformer, best_logit, read_best, to_vec};
 
 /// The `i`-th benchmark token id (the same formula as bench/model/bench.py).
 fn token(i: usize, vocab: usize) -> u32 {
@@ -38,12 +39,13 @@ fn main() -> Result<()> {
     keep_freed_memory_a_while();
     let args: Vec<String> = std::env::args().collect();
     let Some(path) = args.get(1) else {
-        eprintln!("usage: bench MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu|noop]");
+        eprintln!("usage: bench MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu|noop] [best]");
         std::process::exit(2);
     };
     let prefill: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(128);
     let decode: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(64);
     let device_name = args.get(4).map_or("cpu", String::as_str);
+    let on_device = args.get(5).is_some_and(|a| a == "best");
     let bytes = std::fs::read(path).map_err(|e| stampo_model::ModelError::Readback {
         what: "model file",
         reason: e.to_string(),
@@ -91,11 +93,16 @@ fn main() -> Result<()> {
     let t2 = Instant::now();
     for i in 0..decode {
         let t_step = Instant::now();
-        let logits = to_vec(model.forward(&[next], &mut cache, false)?)?;
-        next = logits
-            .iter()
-            .enumerate()
-            .fold(0, |b, (i, &v)| if v > logits[b] { i } else { b }) as u32;
+        let logits = model.forward(&[next], &mut cache, false)?;
+        next = if on_device {
+            read_best(best_logit(logits, None)?)?.map_or(0, |(id, _)| id)
+        } else {
+            let logits = to_vec(logits)?;
+            logits
+                .iter()
+                .enumerate()
+                .fold(0, |b, (i, &v)| if v > logits[b] { i } else { b }) as u32
+        };
         let step_s = t_step.elapsed().as_secs_f64();
         if step_s > slowest_s {
             (slowest_s, slowest_at) = (step_s, prefill + i);
@@ -103,7 +110,7 @@ fn main() -> Result<()> {
     }
     let decode_s = t2.elapsed().as_secs_f64();
     println!(
-        "{{\"model\":{:?},\"device\":{:?},\"threads\":{},\"load_s\":{load_s:.3},\"warmup_s\":{warmup_s:.3},\"prefill_tokens\":{prefill},\"prefill_tok_s\":{:.2},\"decode_tokens\":{decode},\"decode_tok_s\":{:.2},\"slowest_step_ms\":{:.2},\"slowest_step_position\":{slowest_at},\"weight_bytes\":{},\"gguf_tensor_bytes\":{}}}",
+        "{{\"model\":{:?},\"device\":{:?},\"chosen_on_device\":{on_device},\"threads\":{},\"load_s\":{load_s:.3},\"warmup_s\":{warmup_s:.3},\"prefill_tokens\":{prefill},\"prefill_tok_s\":{:.2},\"decode_tokens\":{decode},\"decode_tok_s\":{:.2},\"slowest_step_ms\":{:.2},\"slowest_step_position\":{slowest_at},\"weight_bytes\":{},\"gguf_tensor_bytes\":{}}}",
         path,
         device_name,
         Pool::global().threads(),

@@ -89,6 +89,15 @@ pub enum ModelError {
         vocab: usize,
     },
 
+    /// A mask of allowed tokens with fewer bits than there are logits.
+    #[error("a mask of {words} words holds fewer bits than the {logits} logits it selects from")]
+    MaskTooShort {
+        /// The mask's 32-bit words.
+        words: usize,
+        /// The logits.
+        logits: usize,
+    },
+
     /// Every token's logits asked of a GPU device in one buffer larger than it holds.
     #[error(
         "every position's logits of {tokens} tokens over a vocabulary of {vocab} take {bytes} bytes, more than one device buffer holds ({limit}): ask for them in blocks (Transformer::all_logits)"

@@ -13,6 +13,8 @@
 //! 4. Prefill the prompt with `model.forward(&prompt_ids, &mut cache, false)?`, then feed each
 //!    chosen token back one at a time; read logits with [`to_vec`] (or [`to_vec_async`] on WebGPU).
 
+#[cfg(feature = "wgpu")]
+mod best;
 pub mod config;
 pub mod device;
 pub mod error;
@@ -29,9 +31,11 @@ pub mod weights;
 
 /// The device handle [`DeviceKind::device`] gives (burn's, re-exported so callers need not
 /// depend on burn).
-pub use burn::tensor::{Device, Tensor};
+pub use burn::tensor::{Device, Int, Tensor};
 pub use config::{LoadOptions, ModelConfig};
 pub use device::DeviceKind;
 pub use error::{ModelError, Result};
-pub use model::{Cache, Transformer, flush, to_vec, to_vec_async};
+pub use model::{
+    Cache, Transformer, best_logit, flush, read_best, read_best_async, to_vec, to_vec_async,
+};
 pub use weights::{Receiving, StagedTensors};

@@ -4,7 +4,7 @@
 //! their metadata into a [`ModelConfig`]; this module builds the blocks from it.
 
 use burn::module::Module;
-use burn::tensor::{Device, ExecutionError, Int, Tensor};
+use burn::tensor::{Device, ExecutionError, Int, Tensor, TensorData};
 use stampo_gguf::Gguf;
 
 use crate::config::{ArchMetadata, LoadOptions, ModelConfig};
@@ -627,6 +627,107 @@ impl Transformer {
             Some(&id) => Err(ModelError::TokenOutOfRange { id, vocab }),
             None => Ok(()),
         }
+    }
+}
+
+/// The largest logit of a single row and its column (the lowest column among equals),
+/// computed where the logits are: greedy decoding reads only this, so a GPU sends back two
+/// words rather than the vocabulary's logits (Gemma 3's are 1 MiB a token). Only the columns
+/// whose bit is set in `allowed` count (bit i of word i / 32; every column when `None`), and
+/// no logit of -inf: where none is left, nothing comes back. Read the result with
+/// [`read_best`] or [`read_best_async`]. An error if `allowed` is shorter than the row.
+///
+/// # Shapes
+/// - `logits`: `[1, n]`
+/// - output: `[2]`, read by [`read_best`]
+pub fn best_logit(logits: Tensor<2>, allowed: Option<&[u32]>) -> Result<Tensor<1, Int>> {
+    let [_, n] = logits.dims();
+    if let Some(mask) = allowed
+        && mask.len() < n.div_ceil(32)
+    {
+        return Err(ModelError::MaskTooShort {
+            words: mask.len(),
+            logits: n,
+        });
+    }
+    let device = logits.device();
+    if crate::device::is_cpu(&device) {
+        // Nothing to read back on the CPU: select on the host.
+        let (column, value) =
+            host_best(&to_vec(logits)?, allowed).unwrap_or((NO_COLUMN, f32::NEG_INFINITY));
+        return Ok(best_tensor([column, value.to_bits()], &device));
+    }
+    device_best(logits, allowed)
+}
+
+/// What [`best_logit`] gives for a row with nothing allowed above -inf.
+const NO_COLUMN: u32 = u32::MAX;
+
+fn best_tensor(words: [u32; 2], device: &Device) -> Tensor<1, Int> {
+    Tensor::from_data(
+        TensorData::new(words.to_vec(), [2]),
+        (device, burn::tensor::DType::U32),
+    )
+}
+
+#[cfg(feature = "wgpu")]
+fn device_best(logits: Tensor<2>, allowed: Option<&[u32]>) -> Result<Tensor<1, Int>> {
+    use crate::best::BestOps;
+    let device = logits.device();
+    let mask = allowed.unwrap_or(&[0]);
+    let mask = Tensor::<1, Int>::from_data(
+        TensorData::new(mask.to_vec(), [mask.len()]),
+        (&device, burn::tensor::DType::U32),
+    );
+    let best = <burn::backend::Dispatch as BestOps>::best_of_row(
+        logits.into_dispatch(),
+        mask.into_dispatch(),
+        allowed.is_some(),
+    );
+    Ok(Tensor::from_dispatch(best))
+}
+
+#[cfg(not(feature = "wgpu"))]
+fn device_best(logits: Tensor<2>, allowed: Option<&[u32]>) -> Result<Tensor<1, Int>> {
+    let device = logits.device();
+    let (column, value) =
+        host_best(&to_vec(logits)?, allowed).unwrap_or((NO_COLUMN, f32::NEG_INFINITY));
+    Ok(best_tensor([column, value.to_bits()], &device))
+}
+
+/// [`best_logit`] of a row on the host.
+fn host_best(row: &[f32], allowed: Option<&[u32]>) -> Option<(u32, f32)> {
+    let mut best: Option<(u32, f32)> = None;
+    for (c, &v) in row.iter().enumerate() {
+        let wanted =
+            allowed.is_none_or(|m| m.get(c / 32).is_some_and(|w| (w >> (c % 32)) & 1 == 1));
+        if wanted && v > best.map_or(f32::NEG_INFINITY, |(_, b)| b) {
+            best = Some((c as u32, v));
+        }
+    }
+    best
+}
+
+/// Reads [`best_logit`]'s result back: the column and its logit, or `None` (blocking: not
+/// on WebGPU, see [`read_best_async`]).
+pub fn read_best(best: Tensor<1, Int>) -> Result<Option<(u32, f32)>> {
+    best_of_data(best.try_into_data().map_err(execution_error)?)
+}
+
+/// As [`read_best`], once the device has computed it: the only way WebGPU can.
+pub async fn read_best_async(best: Tensor<1, Int>) -> Result<Option<(u32, f32)>> {
+    best_of_data(best.into_data_async().await.map_err(execution_error)?)
+}
+
+fn best_of_data(data: burn::tensor::TensorData) -> Result<Option<(u32, f32)>> {
+    let words = data
+        .convert::<u32>()
+        .try_into_vec::<u32>()
+        .map_err(|e| readback_error(&e))?;
+    match words[..] {
+        [NO_COLUMN, _] => Ok(None),
+        [column, bits] => Ok(Some((column, f32::from_bits(bits)))),
+        _ => Err(readback_error(&words)),
     }
 }
 

@@ -602,7 +602,7 @@ fn quant_rows_kernel(
 /// The buffer of `ids` as `u32`s: in place when they are (`QLinear::rows_of` and
 /// `QLinear::forward_rows` write them so, with no trip through the host); another int type
 /// (i32, i64) is read back and rewritten.
-fn u32_ids(ids: CubeTensor) -> cubecl::server::Handle {
+pub(crate) fn u32_ids(ids: CubeTensor) -> cubecl::server::Handle {
     let ids = into_contiguous(ids);
     if ids.dtype == DType::U32 {
         return ids.handle;
