@@ -31,6 +31,9 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// Logits a device is still computing: await them.
 pub type PendingLogits = Pin<Box<dyn Future<Output = Result<Vec<f32>, BoxError>>>>;
 
+/// The best token and its logit, which a device is still choosing: await them.
+pub type PendingBest = Pin<Box<dyn Future<Output = Result<Option<(u32, f32)>, BoxError>>>>;
+
 /// Gives logits for the next token. The model implements this.
 pub trait LogitsSource {
     /// Appends `tokens` to the sequence fed so far (the prompt first, then each sampled
@@ -85,6 +88,26 @@ pub trait LogitsSource {
         wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
     ) -> PendingLogits {
         Box::pin(std::future::ready(self.forward_wanted(tokens, wanted)))
+    }
+
+    /// As [`LogitsSource::submit_wanted`], but only the wanted token with the largest logit
+    /// comes back (the lowest id among equals), with its logit; `None` when no wanted token
+    /// has a logit above -inf. Greedy decoding needs nothing more, and a GPU can choose it
+    /// itself and send back two words rather than every logit. The loop calls it where
+    /// [`LogitsSource::skips_unwanted`]; the default chooses among
+    /// [`LogitsSource::submit_wanted`]'s logits.
+    fn submit_best(
+        &mut self,
+        tokens: &[u32],
+        wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+    ) -> PendingBest {
+        let mut mask = None;
+        let pending = self.submit_wanted(tokens, &mut || {
+            let m = wanted();
+            mask.clone_from(&m);
+            m
+        });
+        Box::pin(async move { Ok(best_of(&pending.await?, mask.as_deref())) })
     }
 
     /// Starts a new sequence that opens with `prompt`. Returns how many leading tokens of
@@ -279,16 +302,42 @@ pub async fn generate_async(
     let clock = control.clock;
     let eog = vocab.end_of_generation();
     let scanner = StopScanner::new(&options.stop);
+    let budget = options.n_predict.filter(|_| options.finish_in_budget);
     let mut masking = Masking {
         mask: Vec::new(),
         times_us: Vec::new(),
         overlap: options.overlap,
         clock,
+        ending: Ending {
+            eog,
+            ignore_eos: options.ignore_eos,
+            vocab,
+            left: budget.map(|n| n as usize),
+        },
     };
-    // Under a constraint the sampler reads only the logits of tokens the mask allows (and of
-    // end-of-generation tokens): a model may skip the rest, unless `n_probs` reports the
-    // probabilities of the raw logits, which take them all.
-    let only_allowed = (options.n_probs == 0).then_some(eog);
+    // Greedy decoding without a constraint and with `ignore_eos`: every token but the
+    // end-of-generation ones (when the model says its vocabulary size).
+    let free = match (options.ignore_eos, model.vocab_size()) {
+        (false, _) => Some(None),
+        (true, Some(n)) => {
+            let mut mask = vec![u32::MAX; n.div_ceil(32)];
+            for &e in eog {
+                set_bit(&mut mask, e as usize, false);
+            }
+            Some(Some(mask))
+        }
+        (true, None) => None,
+    };
+    // Under a constraint the sampler reads only the logits of tokens the mask allows: a model
+    // may skip the rest, unless `n_probs` reports the probabilities of the raw logits, which
+    // take them all. Greedy decoding reads only the best of them, from a model that computes
+    // only what it is asked for (it implements `submit_wanted`, which `submit_best` calls).
+    let greedy = options.n_probs == 0 && sampler.is_greedy() && model.skips_unwanted();
+    let reads = Reads {
+        only_allowed: options.n_probs == 0,
+        greedy,
+        free: free.as_ref().filter(|_| greedy).map(Option::as_deref),
+    };
 
     let t_start = clock.now_ms();
     // At least the prompt's last token is fed: its logits start the generation.
@@ -296,20 +345,20 @@ pub async fn generate_async(
         .begin(prompt)
         .map_err(Error::Logits)?
         .min(prompt.len().saturating_sub(1));
-    let mut logits = advance(
+    let mut scores = advance(
         model,
         constraint.as_deref_mut(),
         None,
         &prompt[cached..],
         &mut masking,
-        only_allowed,
+        &reads,
     )
     .await?;
     let t_prompt = clock.now_ms();
     for &t in prompt {
         sampler.accept(t);
     }
-    let n_vocab = logits.len();
+    let mut n_vocab = None;
     let mut tokens = Vec::new();
     let mut out_text = TextOut::default();
     let mut fast_forwarded = 0usize;
@@ -332,27 +381,22 @@ pub async fn generate_async(
             truncated = true;
             break StopKind::Limit;
         }
-        if logits.len() != n_vocab {
-            return Err(Error::LogitsLength {
-                expected: n_vocab,
-                got: logits.len(),
-            });
+        if let Scores::Logits(logits) = &scores {
+            match n_vocab {
+                None => n_vocab = Some(logits.len()),
+                Some(expected) if expected != logits.len() => {
+                    return Err(Error::LogitsLength {
+                        expected,
+                        got: logits.len(),
+                    });
+                }
+                Some(_) => {}
+            }
         }
 
         let allowed = match constraint.as_deref_mut() {
             Some(c) => {
-                // The mask was computed by `advance`; end-of-generation and the budget are
-                // settled here, where the sampler needs them.
-                let can_end = c.is_accepting() && !options.ignore_eos;
-                for &e in eog {
-                    set_bit(&mut masking.mask, e as usize, can_end);
-                }
-                if options.finish_in_budget
-                    && let Some(n) = options.n_predict
-                {
-                    let left = n as usize - tokens.len();
-                    steer_to_ending(c, vocab, &mut masking.mask, left, eog, can_end);
-                }
+                // The mask `advance` computed, end-of-generation and the budget settled.
                 if masking.mask.iter().all(|&w| w == 0) {
                     if c.is_accepting() {
                         // Complete, and end-of-generation is off or absent: nothing to add.
@@ -363,7 +407,9 @@ pub async fn generate_async(
                 Some(masking.mask.as_slice())
             }
             None => {
-                if options.ignore_eos {
+                if options.ignore_eos
+                    && let Scores::Logits(logits) = &mut scores
+                {
                     // llama.cpp adds a -inf logit bias on every end-of-generation token.
                     for &e in eog {
                         if let Some(l) = logits.get_mut(e as usize) {
@@ -375,14 +421,19 @@ pub async fn generate_async(
             }
         };
 
-        let sampled = sampler
-            .sample(&logits, allowed)
-            .ok_or(Error::EmptyMask { step: tokens.len() })?;
-        let token = sampled.token;
-        let report = (options.n_probs > 0).then(|| {
-            let (top, p) = top_probs(&logits, options.n_probs as usize, token);
-            TokenProbs { token, p, top }
-        });
+        let empty = Error::EmptyMask { step: tokens.len() };
+        let (token, report) = match &scores {
+            Scores::Logits(logits) => {
+                let token = sampler.sample(logits, allowed).ok_or(empty)?.token;
+                let report = (options.n_probs > 0).then(|| {
+                    let (top, p) = top_probs(logits, options.n_probs as usize, token);
+                    TokenProbs { token, p, top }
+                });
+                (token, report)
+            }
+            // Greedy: the model chose among the allowed tokens.
+            Scores::Best(best) => (best.ok_or(empty)?.0, None),
+        };
         sampler.accept(token);
         tokens.push(token);
 
@@ -448,13 +499,14 @@ pub async fn generate_async(
             }
         }
         forward_passes += 1;
-        logits = advance(
+        masking.ending.left = budget.map(|n| (n as usize).saturating_sub(tokens.len()));
+        scores = advance(
             model,
             constraint.as_deref_mut(),
             (!committed).then_some(token),
             &feed,
             &mut masking,
-            only_allowed,
+            &reads,
         )
         .await?;
     };
@@ -562,6 +614,18 @@ struct Masking<'a> {
     #[cfg_attr(target_arch = "wasm32", allow(dead_code))]
     overlap: bool,
     clock: &'a dyn Clock,
+    ending: Ending<'a>,
+}
+
+/// What settles a mask once the grammar has filled it: whether end-of-generation is allowed,
+/// and "finish inside the budget".
+#[derive(Clone, Copy)]
+struct Ending<'a> {
+    eog: &'a [u32],
+    ignore_eos: bool,
+    vocab: &'a dyn Vocabulary,
+    /// Tokens left before `n_predict`, when finishing inside it.
+    left: Option<usize>,
 }
 
 impl Masking<'_> {
@@ -571,27 +635,68 @@ impl Masking<'_> {
         c: &mut (dyn TokenConstraint + Send + '_),
         token: Option<u32>,
     ) -> Result<(), Error> {
-        let us = grammar_step(c, token, &mut self.mask, self.clock)?;
+        let us = grammar_step(c, token, &mut self.mask, self.clock, &self.ending)?;
         self.times_us.push(us);
         Ok(())
+    }
+}
+
+/// What the loop samples from: the logits, or the best allowed token a greedy model chose.
+enum Scores {
+    Logits(Vec<f32>),
+    Best(Option<(u32, f32)>),
+}
+
+/// What the loop reads of the model's logits.
+struct Reads<'a> {
+    /// Only those of the tokens a constraint allows (no `n_probs`).
+    only_allowed: bool,
+    /// Only the best of those ([`LogitsSource::submit_best`]).
+    greedy: bool,
+    /// Without a constraint, when greedy: the tokens allowed (`None` for all).
+    free: Option<Option<&'a [u32]>>,
+}
+
+type PendingScores = Pin<Box<dyn Future<Output = Result<Scores, BoxError>>>>;
+
+/// [`LogitsSource::submit_best`] when `greedy`, else [`LogitsSource::submit_wanted`].
+fn submit_scores(
+    model: &mut dyn LogitsSource,
+    feed: &[u32],
+    greedy: bool,
+    wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+) -> PendingScores {
+    if greedy {
+        let best = model.submit_best(feed, wanted);
+        Box::pin(async move { best.await.map(Scores::Best) })
+    } else {
+        let logits = model.submit_wanted(feed, wanted);
+        Box::pin(async move { logits.await.map(Scores::Logits) })
     }
 }
 
 /// One step of work after a token is chosen (or, with `token: None`, after the prompt): the
 /// model's logits for `feed`, and the constraint's commit of `token` plus its next mask,
 /// side by side on two threads when `overlap` is on, else between the model's submit and
-/// the await of its logits. With `only_allowed` (the end-of-generation tokens), only the
-/// logits of the tokens the mask allows and of those will be read (see [`advance_wanted`]).
+/// the await of its logits. Where `reads` allows, only the logits of the tokens the mask
+/// allows are computed, or only the best of them (see [`advance_wanted`]).
 async fn advance<'c>(
     model: &mut dyn LogitsSource,
     constraint: Option<&mut (dyn TokenConstraint + Send + 'c)>,
     token: Option<u32>,
     feed: &[u32],
     masking: &mut Masking<'_>,
-    only_allowed: Option<&[u32]>,
-) -> Result<Vec<f32>, Error> {
+    reads: &Reads<'_>,
+) -> Result<Scores, Error> {
     let Some(c) = constraint else {
-        return model.submit(feed).await.map_err(Error::Logits);
+        let pending = match reads.free {
+            Some(allowed) => submit_scores(model, feed, true, &mut || allowed.map(<[u32]>::to_vec)),
+            None => {
+                let logits = model.submit(feed);
+                Box::pin(async move { logits.await.map(Scores::Logits) })
+            }
+        };
+        return pending.await.map_err(Error::Logits);
     };
     // The mask's size is the model's logits', which a model may tell before its first pass;
     // otherwise the mask is sized after the first forward (no overlap for the prompt's step).
@@ -602,66 +707,60 @@ async fn advance<'c>(
                 let logits = model.submit(feed).await.map_err(Error::Logits)?;
                 masking.mask.resize(logits.len().div_ceil(32), 0);
                 masking.step(c, token)?;
-                return Ok(logits);
+                return Ok(Scores::Logits(logits));
             }
         }
     }
-    if let Some(eog) = only_allowed.filter(|_| model.skips_unwanted()) {
-        return advance_wanted(model, c, token, feed, masking, eog).await;
+    if reads.only_allowed && (reads.greedy || model.skips_unwanted()) {
+        return advance_wanted(model, c, token, feed, masking, reads.greedy).await;
     }
     #[cfg(not(target_arch = "wasm32"))]
     if masking.overlap {
-        let (mask, clock) = (&mut masking.mask, masking.clock);
+        let (mask, clock, ending) = (&mut masking.mask, masking.clock, &masking.ending);
         let (logits, grammar) = std::thread::scope(|s| {
-            let worker = s.spawn(|| grammar_step(c, token, mask, clock));
+            let worker = s.spawn(|| grammar_step(c, token, mask, clock, ending));
             let logits = model.forward(feed);
             (logits, worker.join())
         });
         let us = grammar.map_err(|_| Error::Matcher("the grammar thread panicked".into()))??;
         masking.times_us.push(us);
-        return logits.map_err(Error::Logits);
+        return logits.map(Scores::Logits).map_err(Error::Logits);
     }
     let pending = model.submit(feed);
     masking.step(c, token)?;
-    pending.await.map_err(Error::Logits)
+    pending.await.map(Scores::Logits).map_err(Error::Logits)
 }
 
-/// [`advance`] for a model that computes only the logits asked for: the grammar's step runs
-/// beside the model's layers (on a second thread with `overlap`, else when the pass reaches
-/// the output head), and its mask, with the end-of-generation tokens `eog` (which the loop
-/// may allow after the mask), says which of the head's rows the model computes. Under a
-/// JSON Schema most steps allow a few dozen tokens, and the head is up to two thirds of a
-/// step's multiply-adds (Gemma 3). A GPU runs the layers while the mask is computed, then
-/// the head's allowed rows (see [`LogitsSource::submit_wanted`]).
+/// [`advance`] for a model that computes only the logits asked for, or when greedy: the
+/// grammar's step runs beside the model's layers (on a second thread with `overlap`, else
+/// when the pass reaches the output head), and its mask says which of the head's rows the
+/// model computes, and among which tokens a greedy model chooses. Under a JSON Schema most
+/// steps allow a few dozen tokens, and the head is up to two thirds of a step's multiply-adds
+/// (Gemma 3). A GPU runs the layers while the mask is computed, then the head's allowed rows
+/// (see [`LogitsSource::submit_wanted`]).
 async fn advance_wanted<'c>(
     model: &mut dyn LogitsSource,
     c: &mut (dyn TokenConstraint + Send + 'c),
     token: Option<u32>,
     feed: &[u32],
     masking: &mut Masking<'_>,
-    eog: &[u32],
-) -> Result<Vec<f32>, Error> {
-    let wanted_of = |mask: &[u32]| {
-        let mut wanted = mask.to_vec();
-        for &e in eog {
-            set_bit(&mut wanted, e as usize, true);
-        }
-        wanted
-    };
+    greedy: bool,
+) -> Result<Scores, Error> {
     #[cfg(not(target_arch = "wasm32"))]
     if masking.overlap {
         // The worker owns the mask while it computes it, and hands it back when joined.
         let (mut own, clock) = (std::mem::take(&mut masking.mask), masking.clock);
+        let ending = masking.ending;
         let (pending, grammar) = std::thread::scope(|s| {
             let mut worker = Some(s.spawn(move || {
-                let us = grammar_step(c, token, &mut own, clock);
+                let us = grammar_step(c, token, &mut own, clock, &ending);
                 (own, us)
             }));
             let mut joined = None;
-            let pending = model.submit_wanted(feed, &mut || {
+            let pending = submit_scores(model, feed, greedy, &mut || {
                 joined = worker.take()?.join().ok();
                 match &joined {
-                    Some((own, Ok(_))) => Some(wanted_of(own)),
+                    Some((own, Ok(_))) => Some(own.clone()),
                     _ => None,
                 }
             });
@@ -678,9 +777,9 @@ async fn advance_wanted<'c>(
         return pending.await.map_err(Error::Logits);
     }
     let mut stepped = None;
-    let pending = model.submit_wanted(feed, &mut || {
+    let pending = submit_scores(model, feed, greedy, &mut || {
         let step = masking.step(c, token);
-        let wanted = step.is_ok().then(|| wanted_of(&masking.mask));
+        let wanted = step.is_ok().then(|| masking.mask.clone());
         stepped = Some(step);
         wanted
     });
@@ -688,12 +787,14 @@ async fn advance_wanted<'c>(
     pending.await.map_err(Error::Logits)
 }
 
-/// Commits `token` (if any) and computes the next mask; returns the time taken in µs.
+/// Commits `token` (if any), computes the next mask and settles it (`ending`); returns the
+/// time taken in µs.
 fn grammar_step<'c>(
     c: &mut (dyn TokenConstraint + Send + 'c),
     token: Option<u32>,
     mask: &mut [u32],
     clock: &dyn Clock,
+    ending: &Ending<'_>,
 ) -> Result<f64, Error> {
     let t0 = clock.now_ms();
     if let Some(t) = token {
@@ -701,7 +802,27 @@ fn grammar_step<'c>(
     }
     mask.fill(0);
     c.fill_mask(mask).map_err(Error::Matcher)?;
+    let can_end = c.is_accepting() && !ending.ignore_eos;
+    for &e in ending.eog {
+        set_bit(mask, e as usize, can_end);
+    }
+    if let Some(left) = ending.left {
+        steer_to_ending(c, ending.vocab, mask, left, ending.eog, can_end);
+    }
     Ok((clock.now_ms() - t0) * 1e3)
+}
+
+/// The wanted token with the largest logit above -inf (the lowest id among equals) and its
+/// logit: [`LogitsSource::submit_best`]'s default.
+fn best_of(logits: &[f32], wanted: Option<&[u32]>) -> Option<(u32, f32)> {
+    let mut best: Option<(u32, f32)> = None;
+    for (i, &l) in logits.iter().enumerate() {
+        let allowed = wanted.is_none_or(|m| crate::sampler::mask_allows(m, i));
+        if allowed && l > best.map_or(f32::NEG_INFINITY, |(_, b)| b) {
+            best = Some((i as u32, l));
+        }
+    }
+    best
 }
 
 /// The indices of the bits set in `mask` (bit i is `mask[i / 32] >> (i % 32) & 1`).

@@ -6,11 +6,13 @@ use std::sync::Arc;
 
 use stampo_gguf::Gguf;
 use stampo_grammar::vocab::Vocabulary as GrammarVocabulary;
-use stampo_model::{Cache, LoadOptions, Transformer, to_vec, to_vec_async};
+use stampo_model::{
+    Cache, LoadOptions, Transformer, best_logit, read_best_async, to_vec, to_vec_async,
+};
 use stampo_tokenizer::{ChatTemplate, Tokenizer};
 
 use crate::error::Error;
-use crate::generate::{BoxError, LogitsSource, PendingLogits, mask_bits};
+use crate::generate::{BoxError, LogitsSource, PendingBest, PendingLogits, mask_bits};
 use crate::session::Session;
 use crate::text::TokenizerText;
 
@@ -50,11 +52,11 @@ impl ModelSource {
     }
 
     /// Runs one token through the model and forgets it, so the first request does not pay for
-    /// what a device does once: on WebGPU, compiling every kernel's pipeline. The KV cache is
-    /// left empty.
+    /// what a device does once: on WebGPU, compiling every kernel's pipeline (greedy
+    /// decoding's choice of the best token included). The KV cache is left empty.
     pub async fn warm_up(&mut self) -> Result<(), BoxError> {
         self.begin(&[])?;
-        let result = self.submit(&[0]).await;
+        let result = self.submit_best(&[0], &mut || None).await;
         self.begin(&[])?;
         result.map(drop)
     }
@@ -101,6 +103,27 @@ impl ModelSource {
             }
             _ => (self.model.logits(hidden), None),
         })
+    }
+}
+
+impl ModelSource {
+    /// Queues the forward pass of `tokens`, the output head's rows `wanted` gives (as
+    /// [`ModelSource::queue_wanted`]) and the choice of the best of them: on the device, the
+    /// best logit's column and value, and the ids the columns are of when not every token's.
+    fn queue_best(
+        &mut self,
+        tokens: &[u32],
+        wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+    ) -> Result<(stampo_model::Tensor<1, stampo_model::Int>, Option<Vec<u32>>), BoxError> {
+        let mut mask = None;
+        let (logits, ids) = self.queue_wanted(tokens, &mut || {
+            let m = wanted();
+            mask.clone_from(&m);
+            m
+        })?;
+        // The logits of chosen rows are all wanted; a whole head's, those the mask allows.
+        let allowed = if ids.is_some() { None } else { mask };
+        Ok((best_logit(logits, allowed.as_deref())?, ids))
     }
 }
 
@@ -164,6 +187,34 @@ impl LogitsSource for ModelSource {
         Box::pin(async move {
             let (logits, ids) = queued?;
             Ok(spread(to_vec_async(logits).await?, ids, vocab))
+        })
+    }
+
+    fn submit_best(
+        &mut self,
+        tokens: &[u32],
+        wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+    ) -> PendingBest {
+        let queued = self.queue_best(tokens, wanted).and_then(|(best, ids)| {
+            stampo_model::flush(&best.device())?;
+            Ok((best, ids))
+        });
+        Box::pin(async move {
+            let (best, ids) = queued?;
+            let Some((column, logit)) = read_best_async(best).await? else {
+                return Ok(None);
+            };
+            match ids {
+                None => Ok(Some((column, logit))),
+                Some(ids) => match ids.get(column as usize) {
+                    Some(&id) => Ok(Some((id, logit))),
+                    None => Err(format!(
+                        "the best of {} chosen logits is column {column}",
+                        ids.len()
+                    )
+                    .into()),
+                },
+            }
         })
     }
 

@@ -747,8 +747,8 @@ fn a_model_that_computes_only_the_allowed_logits_gives_the_same_output() {
         );
         assert_eq!(streamed, want.text);
         // Every step after the prompt's (and the prompt's too where the model tells its
-        // vocabulary's size first) was handed the grammar's mask plus end-of-generation: first
-        // "[" and EOS; after "[", digits, "]" and EOS; after "]", only EOS.
+        // vocabulary's size first) was handed the grammar's mask, end-of-generation where the
+        // grammar may end: first "["; after "[", digits and "]"; after "]", only EOS.
         let case = format!("overlap {overlap}, size told {tells_size}");
         let skipped = usize::from(!tells_size);
         assert_eq!(model.wanted.len(), out.tokens.len() - skipped, "{case}");
@@ -757,17 +757,9 @@ fn a_model_that_computes_only_the_allowed_logits_gives_the_same_output() {
                 .filter(|&i| mask[i as usize / 32] >> (i % 32) & 1 == 1)
                 .collect()
         };
-        let digits_and_close: Vec<u32> = (b'0'..=b'9')
-            .chain([b']'])
-            .map(u32::from)
-            .chain([EOS])
-            .collect();
+        let digits_and_close: Vec<u32> = (b'0'..=b'9').chain([b']']).map(u32::from).collect();
         if tells_size {
-            assert_eq!(
-                allowed(&model.wanted[0]),
-                vec![u32::from(b'['), EOS],
-                "{case}"
-            );
+            assert_eq!(allowed(&model.wanted[0]), vec![u32::from(b'[')], "{case}");
         }
         assert_eq!(
             allowed(&model.wanted[1 - skipped]),
@@ -787,4 +779,135 @@ fn a_model_that_computes_only_the_allowed_logits_gives_the_same_output() {
     let (out, _) = run(&mut model, Some(&mut gbnf(DIGITS)), &mut greedy(), &opts);
     assert_eq!(out.unwrap().text, want.text);
     assert!(model.wanted.is_empty());
+}
+
+/// A model that chooses greedy decoding's token itself (as the wgpu device does), logging the
+/// mask it was asked to choose within; its logits, when asked for them, are [`ScriptedModel`]'s.
+struct ChoosingModel {
+    inner: SparseModel,
+    /// The mask each `submit_best` was handed (`None`: every token).
+    chose_within: Vec<Option<Vec<u32>>>,
+}
+
+impl LogitsSource for ChoosingModel {
+    fn forward(&mut self, tokens: &[u32]) -> Result<Vec<f32>, BoxError> {
+        self.inner.forward(tokens)
+    }
+
+    fn vocab_size(&self) -> Option<usize> {
+        self.inner.vocab_size()
+    }
+
+    fn skips_unwanted(&self) -> bool {
+        true
+    }
+
+    fn forward_wanted(
+        &mut self,
+        tokens: &[u32],
+        wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+    ) -> Result<Vec<f32>, BoxError> {
+        self.inner.forward_wanted(tokens, wanted)
+    }
+
+    fn submit_best(
+        &mut self,
+        tokens: &[u32],
+        wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+    ) -> stampo_engine::PendingBest {
+        let logits = self.inner.inner.forward(tokens);
+        let mask = wanted();
+        let best = logits.map(|logits| {
+            (0..logits.len())
+                .filter(|&i| mask.as_ref().is_none_or(|m| m[i / 32] >> (i % 32) & 1 == 1))
+                .max_by(|&a, &b| logits[a].total_cmp(&logits[b]).then(b.cmp(&a)))
+                .map(|i| (i as u32, logits[i]))
+        });
+        self.chose_within.push(mask);
+        Box::pin(std::future::ready(best))
+    }
+}
+
+fn choosing(script: &[u8], tells_size: bool) -> ChoosingModel {
+    let script: Vec<u32> = script.iter().map(|&b| u32::from(b)).collect();
+    ChoosingModel {
+        inner: SparseModel {
+            inner: ScriptedModel::new(&script),
+            wanted: Vec::new(),
+            tells_size,
+        },
+        chose_within: Vec::new(),
+    }
+}
+
+#[test]
+fn greedy_decoding_lets_the_model_choose_within_the_settled_mask() {
+    let script = b"[4x7]";
+    let (want, _) = run(
+        &mut ScriptedModel::new(&script.map(u32::from)),
+        Some(&mut gbnf(DIGITS)),
+        &mut greedy(),
+        &options(None),
+    );
+    let want = want.unwrap();
+    for overlap in [false, true] {
+        let mut model = choosing(script, true);
+        let mut opts = options(None);
+        opts.overlap = overlap;
+        let (out, streamed) = run(&mut model, Some(&mut gbnf(DIGITS)), &mut greedy(), &opts);
+        let out = out.unwrap();
+        assert_eq!((&out.text, &out.tokens), (&want.text, &want.tokens));
+        assert_eq!(streamed, want.text);
+        // Every step chose within the grammar's mask, end-of-generation only once complete.
+        assert_eq!(model.chose_within.len(), out.tokens.len());
+        let eos_allowed: Vec<bool> = model
+            .chose_within
+            .iter()
+            .map(|m| m.as_ref().expect("a mask")[EOS as usize / 32] >> (EOS % 32) & 1 == 1)
+            .collect();
+        let mut complete = vec![false; out.tokens.len()];
+        *complete.last_mut().unwrap() = true;
+        assert_eq!(eos_allowed, complete, "overlap {overlap}");
+    }
+
+    // Without a constraint: every token, or all but end-of-generation with `ignore_eos`.
+    let mut model = choosing(b"hi", true);
+    let (out, _) = run(&mut model, None, &mut greedy(), &options(None));
+    assert_eq!(out.unwrap().text, "hi");
+    assert!(model.chose_within.iter().all(Option::is_none));
+    let mut model = choosing(b"hi", true);
+    let mut opts = options(Some(4));
+    opts.ignore_eos = true;
+    let (out, _) = run(&mut model, None, &mut greedy(), &opts);
+    // After the script the runner-up, 'z', rather than EOS.
+    assert_eq!(out.unwrap().text, "hizz");
+    for mask in &model.chose_within {
+        let mask = mask.as_ref().expect("a mask");
+        assert_eq!(mask[EOS as usize / 32] >> (EOS % 32) & 1, 0);
+        assert_eq!(mask[0] & 1, 1);
+    }
+
+    // Sampling at a temperature, `n_probs`, and a model that cannot tell its vocabulary's
+    // size under `ignore_eos`: the logits, as before.
+    let mut hot = Sampler::new(SamplingParams::default(), 7, 4096);
+    let mut model = choosing(script, true);
+    let _ = run(
+        &mut model,
+        Some(&mut gbnf(DIGITS)),
+        &mut hot,
+        &options(None),
+    );
+    assert!(model.chose_within.is_empty());
+    let mut model = choosing(script, true);
+    let mut opts = options(None);
+    opts.n_probs = 2;
+    let (out, _) = run(&mut model, Some(&mut gbnf(DIGITS)), &mut greedy(), &opts);
+    assert_eq!(out.unwrap().text, want.text);
+    assert!(model.chose_within.is_empty());
+    let mut model = choosing(b"hi", false);
+    let mut opts = options(Some(3));
+    opts.ignore_eos = true;
+    let (out, _) = run(&mut model, None, &mut greedy(), &opts);
+    assert_eq!(out.unwrap().text, "hiz");
+    assert!(model.chose_within.is_empty());
 }

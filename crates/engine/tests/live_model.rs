@@ -215,8 +215,10 @@ fn json_object_mode_and_a_gbnf_grammar_hold_on_the_real_model() {
 /// On the wgpu device the loop awaits each step's logits ([`stampo_engine::LogitsSource::submit`],
 /// the path WebGPU takes in the browser) when no grammar runs beside it; when one does, the
 /// mask is computed beside the layers and only the allowed rows of the head are computed and
-/// read back ([`stampo_engine::LogitsSource::submit_wanted`]): both give the CPU's tokens,
-/// and the schema's shape.
+/// read back ([`stampo_engine::LogitsSource::submit_wanted`]), and greedy decoding's token is
+/// chosen on the device ([`stampo_engine::LogitsSource::submit_best`]): they give the CPU's
+/// tokens, the schema's shape, and the tokens the sampler chooses among the same device's
+/// logits read back whole (`n_probs`).
 #[test]
 fn on_the_wgpu_device_requests_run_through_the_async_loop() {
     let Some(path) = common::smollm2_path() else {
@@ -249,6 +251,14 @@ fn on_the_wgpu_device_requests_run_through_the_async_loop() {
     );
     assert_eq!(done.response["stop_type"], "eos");
     assert_eq!(done.output.tokens, run(&mut cpu, city).output.tokens);
+
+    let free = json!({"prompt": "Once upon a time", "n_predict": 12, "temperature": 0});
+    let mut whole = free.clone();
+    whole["n_probs"] = json!(1);
+    gpu.source.begin(&[]).expect("the cache empties");
+    let chosen = run(&mut gpu, free).output.tokens;
+    gpu.source.begin(&[]).expect("the cache empties");
+    assert_eq!(chosen, run(&mut gpu, whole).output.tokens);
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The sampler chain checked against the definitions in llama.cpp's `src/llama-sampling.cpp`
 //! (each test says which), on small hand-made logits.
 
+use stampo_engine::sampler::mask_allows;
 use stampo_engine::sampler::rng::Mt19937;
 use stampo_engine::sampler::stages::{self, Candidate, Candidates};
 use stampo_engine::{Sampler, SamplingParams, Stage};
@@ -265,4 +266,140 @@ fn repeat_last_n_minus_one_is_the_context() {
     }
     // Token 0 is still in the 1000-token window: 10 / 100 < 5.
     assert_eq!(s.sample(&[10.0, 2.0, 5.0], None).map(|x| x.token), Some(2));
+}
+
+/// xorshift64*, for the chains and logits below.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pick<T: Copy>(&mut self, from: &[T]) -> T {
+        from[self.below(from.len() as u64) as usize]
+    }
+}
+
+/// Wherever `is_greedy` says so, the chain draws the most likely allowed token: random chains
+/// (stages in random orders, each active or not), random logits, masks and penalty windows,
+/// several steps from one seed.
+#[test]
+fn a_chain_that_says_it_is_greedy_draws_the_most_likely_allowed_token() {
+    let mut rng = Rng(0x5eed);
+    let (mut greedy, mut not) = (0, 0);
+    for case in 0..3000 {
+        let mut stages: Vec<Stage> = Stage::DEFAULT_ORDER
+            .iter()
+            .copied()
+            .filter(|_| rng.below(4) != 0)
+            .collect();
+        for i in (1..stages.len()).rev() {
+            stages.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let params = SamplingParams {
+            temperature: rng.pick(&[0.0, -1.0, 0.0, 0.7, 1.5]),
+            top_k: rng.pick(&[0, 1, 3, 40]),
+            top_p: rng.pick(&[1.0, 0.95, 0.5]),
+            min_p: rng.pick(&[0.0, 0.05, 0.3]),
+            typical_p: rng.pick(&[1.0, 1.0, 0.5]),
+            min_keep: rng.pick(&[0, 2]),
+            repeat_penalty: rng.pick(&[1.0, 1.5]),
+            repeat_last_n: rng.pick(&[0, 64]),
+            presence_penalty: rng.pick(&[0.0, 0.0, 2.0]),
+            frequency_penalty: 0.0,
+            seed: Some(case),
+            stages,
+        };
+        let vocab = 200;
+        let mut sampler = Sampler::new(params, 0, 4096);
+        for _ in 0..10 {
+            sampler.accept(rng.below(vocab) as u32);
+        }
+        if !sampler.is_greedy() {
+            not += 1;
+            continue;
+        }
+        greedy += 1;
+        for step in 0..4 {
+            // Distinct logits: on equal ones the chain's sorts decide.
+            let logits: Vec<f32> = (0..vocab)
+                .map(|i| (rng.below(1 << 20) as f32 / 65536.0) + i as f32 * 1e-6)
+                .collect();
+            let mask: Option<Vec<u32>> = (rng.below(2) == 0).then(|| {
+                (0..vocab.div_ceil(32))
+                    .map(|_| rng.next() as u32 & rng.next() as u32)
+                    .collect()
+            });
+            let best = (0..vocab as usize)
+                .filter(|&i| mask.as_deref().is_none_or(|m| mask_allows(m, i)))
+                .max_by(|&a, &b| logits[a].total_cmp(&logits[b]))
+                .map(|i| i as u32);
+            let drawn = sampler.sample(&logits, mask.as_deref()).map(|s| s.token);
+            assert_eq!(
+                drawn,
+                best,
+                "case {case} step {step}: {:?}",
+                sampler.params()
+            );
+            if let Some(t) = drawn {
+                sampler.accept(t);
+            }
+        }
+    }
+    assert!(greedy > 500 && not > 500, "{greedy} greedy, {not} not");
+}
+
+#[test]
+fn greedy_chains_say_so() {
+    let greedy = |stages: &[Stage], f: &dyn Fn(&mut SamplingParams)| {
+        let mut p = params(stages);
+        p.temperature = 0.0;
+        f(&mut p);
+        Sampler::new(p, 0, 64).is_greedy()
+    };
+    use Stage::*;
+    assert!(!Sampler::new(SamplingParams::default(), 0, 64).is_greedy());
+    let zero = SamplingParams {
+        temperature: 0.0,
+        ..SamplingParams::default()
+    };
+    assert!(Sampler::new(zero, 0, 64).is_greedy());
+    // Stages that keep the most likely token, before the temperature or after it.
+    assert!(greedy(&[TopP, MinP, TopK, Temperature], &|p| {
+        p.top_p = 0.5;
+        p.min_p = 0.3;
+        p.top_k = 3;
+    }));
+    assert!(greedy(&[Temperature, TypicalP, Penalties], &|p| {
+        p.typical_p = 0.5;
+        p.repeat_penalty = 1.5;
+    }));
+    // Penalties reorder and typical sampling may drop the most likely token, before it.
+    assert!(!greedy(&[Penalties, Temperature], &|p| p.repeat_penalty = 1.5));
+    assert!(!greedy(&[TypicalP, Temperature], &|p| p.typical_p = 0.5));
+    // ... unless they do nothing: no window, no penalty, typical_p of 1.
+    assert!(greedy(&[Penalties, TypicalP, Temperature], &|p| {
+        p.repeat_penalty = 1.5;
+        p.repeat_last_n = 0;
+    }));
+    // A top-k of one, whatever the temperature.
+    assert!(greedy(&[MinP, TopK, Temperature], &|p| {
+        p.top_k = 1;
+        p.min_p = 0.3;
+        p.temperature = 0.8;
+    }));
+    // No temperature stage, or one above 0, and no top-k of one: a draw.
+    assert!(!greedy(&[TopK], &|p| p.top_k = 3));
+    assert!(!greedy(&[Temperature, TopK], &|p| {
+        p.temperature = 0.5;
+        p.top_k = 2;
+    }));
 }

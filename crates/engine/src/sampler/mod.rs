@@ -87,6 +87,27 @@ impl Sampler {
         *self.counts.entry(token).or_insert(0) += 1;
     }
 
+    /// Whether the chain always draws the most likely allowed token: a temperature at or
+    /// below 0, or a `top_k` of 1, after stages that keep that token (`top_k`, `top_p`, `min_p`, a temperature
+    /// above 0; penalties that do nothing). A device can then pick the token itself and hand
+    /// back its id rather than every logit. Not with active penalties (they reorder the
+    /// logits) or `typical_p` (it may drop the most likely token).
+    pub fn is_greedy(&self) -> bool {
+        let p = &self.params;
+        let penalties = self.window_len > 0
+            && (p.repeat_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0);
+        for stage in &p.stages {
+            match stage {
+                Stage::Penalties if penalties => return false,
+                Stage::TypicalP if p.typical_p < 1.0 => return false,
+                Stage::Temperature if p.temperature <= 0.0 => return true,
+                Stage::TopK if p.top_k == 1 => return true,
+                _ => {}
+            }
+        }
+        false
+    }
+
     /// Runs the chain on `logits` restricted to `mask` (all tokens when `None`). `None` when
     /// no token is allowed.
     pub fn sample(&mut self, logits: &[f32], mask: Option<&[u32]>) -> Option<Sampled> {
