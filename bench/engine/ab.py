@@ -8,7 +8,9 @@ drift of the machine's speed (a busy neighbour) from passing for a difference of
 Not a test: numbers depend on the machine and its load.
 
     python3 bench/engine/ab.py A_BINARY B_BINARY [--models smollm2,qwen,gemma] [--repeat 3]
-        [--device cpu|wgpu] [--cases person,order,listing]
+        [--device cpu|wgpu] [--cases person,order,listing] [--free]
+
+`--free` runs the same prompts without their schemas (greedy, unconstrained).
 """
 
 import argparse
@@ -30,10 +32,11 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("-n", "--n-predict", type=int, default=96)
     ap.add_argument("--fast-forward", action="store_true", help="run with --fast-forward")
+    ap.add_argument("--free", action="store_true", help="run without the schemas")
     ap.add_argument("--device", default="cpu", help="cpu or wgpu (lavapipe here: slow)")
     ap.add_argument("--cases", help="only these cases, by name (default: all)")
     args = ap.parse_args()
-    mode = "ff" if args.fast_forward else "schema"
+    mode = "free" if args.free else "ff" if args.fast_forward else "schema"
     print("| model | case | tokens | A tokens/s | B tokens/s | same output | B / A |")
     print("|---|---|---|---|---|---|---|")
     for key in args.models.split(","):
