@@ -623,36 +623,45 @@ fn row_bytes(layout: QuantLayout) -> u32 {
     layout.format.row_bytes(layout.cols).unwrap_or(0) as u32
 }
 
-/// The products' grid: one cube per row, over x then y (a grid dimension holds at most
-/// 65,535 cubes).
-fn row_grid(rows: usize) -> (u32, u32) {
-    let across = (rows as u32).clamp(1, MAX_CUBES);
-    (across, (rows as u32).div_ceil(across))
+/// Where a product's launches go: one cube per row of the output, over the grid's x then y
+/// (a grid dimension holds at most 65,535 cubes), and tiles of tokens over z, as many launches
+/// as z needs.
+struct ProductGrid {
+    across: u32,
+    down: u32,
+    /// The tokens a cube multiplies: [`TOKEN_TILE`] for a prefill, 1 for a decoding step.
+    tile: u32,
+    tiles: usize,
+    /// How many activations a product reads at a time: 4 (one `vec4` load) where a row holds
+    /// whole vectors, as every block format's rows do; else 1 (plain rows of any width).
+    width: u32,
 }
 
-/// The tile of tokens a cube multiplies ([`TOKEN_TILE`] for a prefill, 1 for a decoding
-/// step) and the tiles `tokens` make.
-fn token_tiles(tokens: usize) -> (u32, usize) {
-    let tile = if tokens >= TOKEN_TILE as usize {
-        TOKEN_TILE
-    } else {
-        1
-    };
-    (tile, tokens.div_ceil(tile as usize))
-}
+impl ProductGrid {
+    fn new(rows: usize, tokens: usize, cols: usize) -> ProductGrid {
+        let across = (rows as u32).clamp(1, MAX_CUBES);
+        let tile = if tokens >= TOKEN_TILE as usize {
+            TOKEN_TILE
+        } else {
+            1
+        };
+        ProductGrid {
+            across,
+            down: (rows as u32).div_ceil(across),
+            tile,
+            tiles: tokens.div_ceil(tile as usize),
+            width: if cols.is_multiple_of(4) { 4 } else { 1 },
+        }
+    }
 
-/// How many activations a product reads at a time: 4 (one `vec4` load) where a row of `cols`
-/// holds whole vectors, as every block format's rows do; else 1 (plain rows of any width).
-fn activation_width(cols: usize) -> u32 {
-    if cols.is_multiple_of(4) { 4 } else { 1 }
-}
-
-/// The launches `tiles` tiles of tokens take: the first tile of each and its count, at most
-/// [`MAX_CUBES`] (the grid's z dimension).
-fn tile_batches(tiles: usize) -> impl Iterator<Item = (usize, usize)> {
-    (0..tiles)
-        .step_by(MAX_CUBES as usize)
-        .map(move |first| (first, (tiles - first).min(MAX_CUBES as usize)))
+    /// Each launch's cubes and its first tile.
+    fn launches(&self) -> impl Iterator<Item = (CubeCount, u32)> + '_ {
+        (0..self.tiles).step_by(MAX_CUBES as usize).map(|first| {
+            let count = (self.tiles - first).min(MAX_CUBES as usize);
+            let cubes = CubeCount::Static(self.across, self.down, count as u32);
+            (cubes, first as u32)
+        })
+    }
 }
 
 /// `x · [A; B; C]ᵀ (+ biases)` for up to three matrices of one width, each of its own format
@@ -673,11 +682,9 @@ fn matmul_stacked(
     let tokens = x.meta.shape()[0];
     let total: usize = layouts.iter().map(|l| l.rows).sum();
     let out = empty_like(&x, Shape::new([tokens, total]));
-    let (across, down) = row_grid(total);
+    let grid = ProductGrid::new(total, tokens, cols);
     let x_len = tokens * cols;
     let out_len = tokens * total;
-    let (tile, tiles) = token_tiles(tokens);
-    let width = activation_width(cols);
     let formats = layouts.map(|l| l.format);
     // Biases short of Σ rows (not `QLinear::stacked_bias`'s) are not read.
     let bias = bias
@@ -691,7 +698,7 @@ fn matmul_stacked(
         },
         _ => unsafe { BufferArg::from_raw_parts(x.handle.clone(), x_len) },
     };
-    for (first, count) in tile_batches(tiles) {
+    for (cubes, first) in grid.launches() {
         // SAFETY: each buffer is bound with the length of the tensor it comes from, and the
         // kernel indexes below those lengths (rows × row_bytes ≤ words × 4 is checked when
         // each layer is built; tokens × cols = x's length; the biases hold Σ rows, checked
@@ -699,14 +706,14 @@ fn matmul_stacked(
         unsafe {
             quant_matmul_kernel::launch(
                 &out.client,
-                CubeCount::Static(across, down, count as u32),
+                cubes,
                 CubeDim::new_1d(THREADS),
-                width as usize,
+                grid.width as usize,
                 BufferArg::from_raw_parts(blocks[0].handle.clone(), blocks[0].meta.shape()[0]),
                 BufferArg::from_raw_parts(blocks[1].handle.clone(), blocks[1].meta.shape()[0]),
                 BufferArg::from_raw_parts(blocks[2].handle.clone(), blocks[2].meta.shape()[0]),
                 bias_arg(),
-                BufferArg::from_raw_parts(x.handle.clone(), x_len / width as usize),
+                BufferArg::from_raw_parts(x.handle.clone(), x_len / grid.width as usize),
                 BufferArg::from_raw_parts(out.handle.clone(), out_len),
                 layouts[0].rows as u32,
                 layouts[1].rows as u32,
@@ -716,9 +723,9 @@ fn matmul_stacked(
                 row_bytes(layouts[1]),
                 row_bytes(layouts[2]),
                 tokens as u32,
-                first as u32,
-                tile,
-                width,
+                first,
+                grid.tile,
+                grid.width,
                 formats,
                 biased,
             );
@@ -741,31 +748,32 @@ impl QuantGatedOps for Cube {
         let (rows, cols) = (gate_layout.rows, gate_layout.cols);
         let tokens = x.meta.shape()[0];
         let out = empty_like(&x, Shape::new([tokens, rows]));
-        let (across, down) = row_grid(rows);
-        let (tile, tiles) = token_tiles(tokens);
-        let width = activation_width(cols);
-        for (first, count) in tile_batches(tiles) {
+        let grid = ProductGrid::new(rows, tokens, cols);
+        for (cubes, first) in grid.launches() {
             // SAFETY: as in `matmul_stacked`: each buffer is bound with its tensor's length;
             // both matrices have `rows` rows of `cols` values (checked by `forward_gated` and
             // when each layer was built), x has `tokens × cols` values.
             unsafe {
                 quant_gated_kernel::launch(
                     &out.client,
-                    CubeCount::Static(across, down, count as u32),
+                    cubes,
                     CubeDim::new_1d(THREADS),
-                    width as usize,
+                    grid.width as usize,
                     BufferArg::from_raw_parts(gate.handle.clone(), gate.meta.shape()[0]),
                     BufferArg::from_raw_parts(up.handle.clone(), up.meta.shape()[0]),
-                    BufferArg::from_raw_parts(x.handle.clone(), tokens * cols / width as usize),
+                    BufferArg::from_raw_parts(
+                        x.handle.clone(),
+                        tokens * cols / grid.width as usize,
+                    ),
                     BufferArg::from_raw_parts(out.handle.clone(), tokens * rows),
                     rows as u32,
                     cols as u32,
                     row_bytes(gate_layout),
                     row_bytes(up_layout),
                     tokens as u32,
-                    first as u32,
-                    tile,
-                    width,
+                    first,
+                    grid.tile,
+                    grid.width,
                     [gate_layout.format, up_layout.format],
                     gelu,
                 );
@@ -813,31 +821,32 @@ impl QuantOps for Cube {
         if count == 0 || tokens == 0 {
             return out;
         }
-        let (across, down) = row_grid(count);
-        let (tile, tiles) = token_tiles(tokens);
-        let width = activation_width(cols);
-        for (first, batch) in tile_batches(tiles) {
+        let grid = ProductGrid::new(count, tokens, cols);
+        for (cubes, first) in grid.launches() {
             // SAFETY: as in `matmul_stacked`: each buffer is bound with its length (the ids
             // with `count`, x with `tokens × cols` values, out with `tokens × count`); the
             // kernel clamps every id to the matrix's rows.
             unsafe {
                 quant_matmul_rows_kernel::launch(
                     &out.client,
-                    CubeCount::Static(across, down, batch as u32),
+                    cubes,
                     CubeDim::new_1d(THREADS),
-                    width as usize,
+                    grid.width as usize,
                     BufferArg::from_raw_parts(blocks.handle.clone(), blocks.meta.shape()[0]),
                     BufferArg::from_raw_parts(ids.clone(), count),
-                    BufferArg::from_raw_parts(x.handle.clone(), tokens * cols / width as usize),
+                    BufferArg::from_raw_parts(
+                        x.handle.clone(),
+                        tokens * cols / grid.width as usize,
+                    ),
                     BufferArg::from_raw_parts(out.handle.clone(), tokens * count),
                     count as u32,
                     layout.rows as u32,
                     cols as u32,
                     row_bytes(layout),
                     tokens as u32,
-                    first as u32,
-                    tile,
-                    width,
+                    first,
+                    grid.tile,
+                    grid.width,
                     layout.format,
                 );
             }
