@@ -711,7 +711,8 @@ async fn advance<'c>(
             }
         }
     }
-    if reads.only_allowed && (reads.greedy || model.skips_unwanted()) {
+    // `greedy` implies a model that skips the unwanted.
+    if reads.only_allowed && model.skips_unwanted() {
         return advance_wanted(model, c, token, feed, masking, reads.greedy).await;
     }
     #[cfg(not(target_arch = "wasm32"))]
@@ -731,10 +732,10 @@ async fn advance<'c>(
     pending.await.map(Scores::Logits).map_err(Error::Logits)
 }
 
-/// [`advance`] for a model that computes only the logits asked for, or when greedy: the
-/// grammar's step runs beside the model's layers (on a second thread with `overlap`, else
-/// when the pass reaches the output head), and its mask says which of the head's rows the
-/// model computes, and among which tokens a greedy model chooses. Under a JSON Schema most
+/// [`advance`] for a model that computes only the logits asked for: the grammar's step runs
+/// beside the model's layers (on a second thread with `overlap`, else when the pass reaches
+/// the output head), and its mask says which of the head's rows the model computes, and,
+/// when `greedy`, among which tokens it chooses. Under a JSON Schema most
 /// steps allow a few dozen tokens, and the head is up to two thirds of a step's multiply-adds
 /// (Gemma 3). A GPU runs the layers while the mask is computed, then the head's allowed rows
 /// (see [`LogitsSource::submit_wanted`]).

@@ -104,9 +104,7 @@ impl ModelSource {
             _ => (self.model.logits(hidden), None),
         })
     }
-}
 
-impl ModelSource {
     /// Queues the forward pass of `tokens`, the output head's rows `wanted` gives (as
     /// [`ModelSource::queue_wanted`]) and the choice of the best of them: on the device, the
     /// best logit's column and value, and the ids the columns are of when not every token's.

@@ -651,27 +651,24 @@ pub fn best_logit(logits: Tensor<2>, allowed: Option<&[u32]>) -> Result<Tensor<1
         });
     }
     let device = logits.device();
-    if crate::device::is_cpu(&device) {
-        // Nothing to read back on the CPU: select on the host.
-        let (column, value) =
-            host_best(&to_vec(logits)?, allowed).unwrap_or((NO_COLUMN, f32::NEG_INFINITY));
-        return Ok(best_tensor([column, value.to_bits()], &device));
+    #[cfg(feature = "wgpu")]
+    if !crate::device::is_cpu(&device) {
+        return Ok(device_best(logits, allowed));
     }
-    device_best(logits, allowed)
+    // Nothing to read back on the CPU: choose on the host.
+    let (column, value) =
+        host_best(&to_vec(logits)?, allowed).unwrap_or((NO_COLUMN, f32::NEG_INFINITY));
+    Ok(Tensor::from_data(
+        TensorData::new(vec![column, value.to_bits()], [2]),
+        (&device, burn::tensor::DType::U32),
+    ))
 }
 
 /// What [`best_logit`] gives for a row with nothing allowed above -inf.
 const NO_COLUMN: u32 = u32::MAX;
 
-fn best_tensor(words: [u32; 2], device: &Device) -> Tensor<1, Int> {
-    Tensor::from_data(
-        TensorData::new(words.to_vec(), [2]),
-        (device, burn::tensor::DType::U32),
-    )
-}
-
 #[cfg(feature = "wgpu")]
-fn device_best(logits: Tensor<2>, allowed: Option<&[u32]>) -> Result<Tensor<1, Int>> {
+fn device_best(logits: Tensor<2>, allowed: Option<&[u32]>) -> Tensor<1, Int> {
     use crate::best::BestOps;
     let device = logits.device();
     let mask = allowed.unwrap_or(&[0]);
@@ -684,15 +681,7 @@ fn device_best(logits: Tensor<2>, allowed: Option<&[u32]>) -> Result<Tensor<1, I
         mask.into_dispatch(),
         allowed.is_some(),
     );
-    Ok(Tensor::from_dispatch(best))
-}
-
-#[cfg(not(feature = "wgpu"))]
-fn device_best(logits: Tensor<2>, allowed: Option<&[u32]>) -> Result<Tensor<1, Int>> {
-    let device = logits.device();
-    let (column, value) =
-        host_best(&to_vec(logits)?, allowed).unwrap_or((NO_COLUMN, f32::NEG_INFINITY));
-    Ok(best_tensor([column, value.to_bits()], &device))
+    Tensor::from_dispatch(best)
 }
 
 /// [`best_logit`] of a row on the host.
