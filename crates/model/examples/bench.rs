@@ -1,8 +1,9 @@
 //! Prefill and decode speed of one model on one device, printed as one JSON line.
 //!
-//! `cargo run --release -p stampo-model --example bench -- MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu|noop] [best]`
+//! `cargo run --release -p stampo-model --example bench -- MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu|noop] [top=K]`
 //! (threads: `STAMPO_THREADS`). Each step's greedy token is chosen on the host among the logits
-//! read back, or with `best` on the device (`best_logit`: two words read back). `noop` (built with `--features noop`) is the wgpu device on
+//! read back, or with `top=K` among the K most likely chosen on the device (`top_logits`: 2K words
+//! read back; K = 1 is greedy decoding's choice, 40 the candidates of llama.cpp's default chain). `noop` (built with `--features noop`) is the wgpu device on
 //! wgpu's noop backend: every launch made as on a GPU, no kernel run, so its speeds are the
 //! host's ceiling, not a model's (`device::noop_wgpu_device`). Token ids are a fixed
 //! deterministic sequence inside the vocabulary, so runs are comparable; `bench/model/bench.py`
@@ -28,7 +29,7 @@ fn keep_freed_memory_a_while() {
 
 use stampo_gguf::Gguf;
 use stampo_model::quant::pool::Pool;
-use stampo_model::{DeviceKind, LoadOptions, Result, Transformer, best_logit, read_best, to_vec};
+use stampo_model::{DeviceKind, LoadOptions, Result, Transformer, read_top, to_vec, top_logits};
 
 /// The `i`-th benchmark token id (the same formula as bench/model/bench.py).
 fn token(i: usize, vocab: usize) -> u32 {
@@ -39,13 +40,16 @@ fn main() -> Result<()> {
     keep_freed_memory_a_while();
     let args: Vec<String> = std::env::args().collect();
     let Some(path) = args.get(1) else {
-        eprintln!("usage: bench MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu|noop] [best]");
+        eprintln!("usage: bench MODEL.gguf [PREFILL] [DECODE] [cpu|wgpu|noop] [top=K]");
         std::process::exit(2);
     };
     let prefill: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(128);
     let decode: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(64);
     let device_name = args.get(4).map_or("cpu", String::as_str);
-    let on_device = args.get(5).is_some_and(|a| a == "best");
+    let top = args
+        .get(5)
+        .and_then(|a| a.strip_prefix("top="))
+        .and_then(|k| k.parse::<usize>().ok());
     let bytes = std::fs::read(path).map_err(|e| stampo_model::ModelError::Readback {
         what: "model file",
         reason: e.to_string(),
@@ -77,7 +81,12 @@ fn main() -> Result<()> {
         if !ids.is_empty() {
             to_vec(model.forward(&ids, &mut warm, false)?)?;
         }
-        to_vec(model.forward(&[next], &mut warm, false)?)?;
+        let logits = model.forward(&[next], &mut warm, false)?;
+        match top {
+            // The kernel choosing the most likely compiles here too.
+            Some(k) => drop(read_top(top_logits(logits, None, k)?)?),
+            None => drop(to_vec(logits)?),
+        }
     }
     let warmup_s = t_warm.elapsed().as_secs_f64();
     let mut cache = model.new_cache();
@@ -94,8 +103,10 @@ fn main() -> Result<()> {
     for i in 0..decode {
         let t_step = Instant::now();
         let logits = model.forward(&[next], &mut cache, false)?;
-        next = if on_device {
-            read_best(best_logit(logits, None)?)?.map_or(0, |(id, _)| id)
+        next = if let Some(k) = top {
+            read_top(top_logits(logits, None, k)?)?
+                .first()
+                .map_or(0, |&(id, _)| id)
         } else {
             let logits = to_vec(logits)?;
             logits
@@ -110,9 +121,10 @@ fn main() -> Result<()> {
     }
     let decode_s = t2.elapsed().as_secs_f64();
     println!(
-        "{{\"model\":{:?},\"device\":{:?},\"chosen_on_device\":{on_device},\"threads\":{},\"load_s\":{load_s:.3},\"warmup_s\":{warmup_s:.3},\"prefill_tokens\":{prefill},\"prefill_tok_s\":{:.2},\"decode_tokens\":{decode},\"decode_tok_s\":{:.2},\"slowest_step_ms\":{:.2},\"slowest_step_position\":{slowest_at},\"weight_bytes\":{},\"gguf_tensor_bytes\":{}}}",
+        "{{\"model\":{:?},\"device\":{:?},\"top_on_device\":{},\"threads\":{},\"load_s\":{load_s:.3},\"warmup_s\":{warmup_s:.3},\"prefill_tokens\":{prefill},\"prefill_tok_s\":{:.2},\"decode_tokens\":{decode},\"decode_tok_s\":{:.2},\"slowest_step_ms\":{:.2},\"slowest_step_position\":{slowest_at},\"weight_bytes\":{},\"gguf_tensor_bytes\":{}}}",
         path,
         device_name,
+        top.unwrap_or(0),
         Pool::global().threads(),
         prefill as f64 / prefill_s,
         decode as f64 / decode_s,

@@ -89,6 +89,15 @@ pub enum ModelError {
         vocab: usize,
     },
 
+    /// A number of candidates to choose outside what the device can.
+    #[error("{k} candidates asked for: choose between 1 and {max}")]
+    TopOutOfRange {
+        /// The candidates asked for.
+        k: usize,
+        /// The most a device chooses.
+        max: usize,
+    },
+
     /// A mask of allowed tokens with fewer bits than there are logits.
     #[error("a mask of {words} words holds fewer bits than the {logits} logits it selects from")]
     MaskTooShort {

@@ -13,8 +13,6 @@
 //! 4. Prefill the prompt with `model.forward(&prompt_ids, &mut cache, false)?`, then feed each
 //!    chosen token back one at a time; read logits with [`to_vec`] (or [`to_vec_async`] on WebGPU).
 
-#[cfg(feature = "wgpu")]
-mod best;
 pub mod config;
 pub mod device;
 pub mod error;
@@ -27,6 +25,8 @@ pub mod quant;
 pub mod qwen2;
 #[cfg(feature = "wgpu")]
 mod step_graph;
+#[cfg(feature = "wgpu")]
+mod top;
 pub mod weights;
 
 /// The device handle [`DeviceKind::device`] gives (burn's, re-exported so callers need not
@@ -36,6 +36,6 @@ pub use config::{LoadOptions, ModelConfig};
 pub use device::DeviceKind;
 pub use error::{ModelError, Result};
 pub use model::{
-    Cache, Transformer, best_logit, flush, read_best, read_best_async, to_vec, to_vec_async,
+    Cache, MAX_TOP, Transformer, flush, read_top, read_top_async, to_vec, to_vec_async, top_logits,
 };
 pub use weights::{Receiving, StagedTensors};

@@ -630,18 +630,24 @@ impl Transformer {
     }
 }
 
-/// The largest logit of a single row and its column (the lowest column among equals),
-/// computed where the logits are: greedy decoding reads only this, so a GPU sends back two
-/// words rather than the vocabulary's logits (Gemma 3's are 1 MiB a token). Only the columns
-/// whose bit is set in `allowed` count (bit i of word i / 32; every column when `None`), and
-/// no logit of -inf: where none is left, nothing comes back. Read the result with
-/// [`read_best`] or [`read_best_async`]. An error if `allowed` is shorter than the row.
+/// The `k` largest logits of a single row and their columns, largest first and the lower
+/// column first among equals, computed where the logits are: greedy decoding (`k` = 1) and a
+/// sampler whose chain starts by keeping the `k` most likely tokens (llama.cpp's default
+/// `top_k` is 40) read only these, so a GPU sends back `2k` words rather than the
+/// vocabulary's logits (Gemma 3's are 1 MiB a token). Only the columns whose bit is set in
+/// `allowed` count (bit i of word i / 32; every column when `None`), and no logit of -inf:
+/// fewer come back where fewer remain. Read the result with [`read_top`] or
+/// [`read_top_async`]. An error if `k` is 0 or above [`MAX_TOP`], or if `allowed` is shorter
+/// than the row.
 ///
 /// # Shapes
 /// - `logits`: `[1, n]`
-/// - output: `[2]`, read by [`read_best`]
-pub fn best_logit(logits: Tensor<2>, allowed: Option<&[u32]>) -> Result<Tensor<1, Int>> {
+/// - output: `[2k]`, read by [`read_top`]
+pub fn top_logits(logits: Tensor<2>, allowed: Option<&[u32]>, k: usize) -> Result<Tensor<1, Int>> {
     let [_, n] = logits.dims();
+    if !(1..=MAX_TOP).contains(&k) {
+        return Err(ModelError::TopOutOfRange { k, max: MAX_TOP });
+    }
     if let Some(mask) = allowed
         && mask.len() < n.div_ceil(32)
     {
@@ -653,71 +659,88 @@ pub fn best_logit(logits: Tensor<2>, allowed: Option<&[u32]>) -> Result<Tensor<1
     let device = logits.device();
     #[cfg(feature = "wgpu")]
     if !crate::device::is_cpu(&device) {
-        return Ok(device_best(logits, allowed));
+        return Ok(device_top(logits, allowed, k));
     }
     // Nothing to read back on the CPU: choose on the host.
-    let (column, value) =
-        host_best(&to_vec(logits)?, allowed).unwrap_or((NO_COLUMN, f32::NEG_INFINITY));
+    let words: Vec<u32> = host_top(&to_vec(logits)?, allowed, k)
+        .into_iter()
+        .flat_map(|(c, v)| [c, v.to_bits()])
+        .collect();
+    let len = words.len();
     Ok(Tensor::from_data(
-        TensorData::new(vec![column, value.to_bits()], [2]),
+        TensorData::new(words, [len]),
         (&device, burn::tensor::DType::U32),
     ))
 }
 
-/// What [`best_logit`] gives for a row with nothing allowed above -inf.
+/// The most candidates [`top_logits`] chooses.
+pub const MAX_TOP: usize = 64;
+
+/// What [`top_logits`] gives where fewer than `k` columns remain.
 const NO_COLUMN: u32 = u32::MAX;
 
 #[cfg(feature = "wgpu")]
-fn device_best(logits: Tensor<2>, allowed: Option<&[u32]>) -> Tensor<1, Int> {
-    use crate::best::BestOps;
+fn device_top(logits: Tensor<2>, allowed: Option<&[u32]>, k: usize) -> Tensor<1, Int> {
+    use crate::top::TopOps;
     let device = logits.device();
     let mask = allowed.unwrap_or(&[0]);
     let mask = Tensor::<1, Int>::from_data(
         TensorData::new(mask.to_vec(), [mask.len()]),
         (&device, burn::tensor::DType::U32),
     );
-    let best = <burn::backend::Dispatch as BestOps>::best_of_row(
+    let top = <burn::backend::Dispatch as TopOps>::top_of_row(
         logits.into_dispatch(),
         mask.into_dispatch(),
+        k,
         allowed.is_some(),
     );
-    Tensor::from_dispatch(best)
+    Tensor::from_dispatch(top)
 }
 
-/// [`best_logit`] of a row on the host.
-fn host_best(row: &[f32], allowed: Option<&[u32]>) -> Option<(u32, f32)> {
-    let mut best: Option<(u32, f32)> = None;
-    for (c, &v) in row.iter().enumerate() {
-        let wanted =
-            allowed.is_none_or(|m| m.get(c / 32).is_some_and(|w| (w >> (c % 32)) & 1 == 1));
-        if wanted && v > best.map_or(f32::NEG_INFINITY, |(_, b)| b) {
-            best = Some((c as u32, v));
-        }
+/// [`top_logits`] of a row on the host.
+fn host_top(row: &[f32], allowed: Option<&[u32]>, k: usize) -> Vec<(u32, f32)> {
+    let mut kept: Vec<(u32, f32)> = row
+        .iter()
+        .enumerate()
+        .filter(|&(c, &v)| {
+            v != f32::NEG_INFINITY
+                && !v.is_nan()
+                && allowed.is_none_or(|m| m.get(c / 32).is_some_and(|w| (w >> (c % 32)) & 1 == 1))
+        })
+        .map(|(c, &v)| (c as u32, v))
+        .collect();
+    // Largest first, the lower column first among equals: a total order, so the selection
+    // does not depend on how the sort breaks ties.
+    let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if k < kept.len() {
+        kept.select_nth_unstable_by(k - 1, order);
+        kept.truncate(k);
     }
-    best
+    kept.sort_by(order);
+    kept
 }
 
-/// Reads [`best_logit`]'s result back: the column and its logit, or `None` (blocking: not
-/// on WebGPU, see [`read_best_async`]).
-pub fn read_best(best: Tensor<1, Int>) -> Result<Option<(u32, f32)>> {
-    best_of_data(best.try_into_data().map_err(execution_error)?)
+/// Reads [`top_logits`]' result back: `(column, logit)` pairs, largest first (blocking: not
+/// on WebGPU, see [`read_top_async`]).
+pub fn read_top(top: Tensor<1, Int>) -> Result<Vec<(u32, f32)>> {
+    top_of_data(top.try_into_data().map_err(execution_error)?)
 }
 
-/// As [`read_best`], once the device has computed it: the only way WebGPU can.
-pub async fn read_best_async(best: Tensor<1, Int>) -> Result<Option<(u32, f32)>> {
-    best_of_data(best.into_data_async().await.map_err(execution_error)?)
+/// As [`read_top`], once the device has computed them: the only way WebGPU can.
+pub async fn read_top_async(top: Tensor<1, Int>) -> Result<Vec<(u32, f32)>> {
+    top_of_data(top.into_data_async().await.map_err(execution_error)?)
 }
 
-fn best_of_data(data: burn::tensor::TensorData) -> Result<Option<(u32, f32)>> {
+fn top_of_data(data: burn::tensor::TensorData) -> Result<Vec<(u32, f32)>> {
     let words = data
         .convert::<u32>()
         .try_into_vec::<u32>()
         .map_err(|e| readback_error(&e))?;
-    match words[..] {
-        [NO_COLUMN, _] => Ok(None),
-        [column, bits] => Ok(Some((column, f32::from_bits(bits)))),
-        _ => Err(readback_error(&words)),
-    }
+    Ok(words
+        .chunks_exact(2)
+        .filter(|pair| pair[0] != NO_COLUMN)
+        .map(|pair| (pair[0], f32::from_bits(pair[1])))
+        .collect())
 }
 
 /// Reads a float tensor back to the host (blocking: not on WebGPU, see [`to_vec_async`]).
