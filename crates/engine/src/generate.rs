@@ -31,8 +31,8 @@ pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
 /// Logits a device is still computing: await them.
 pub type PendingLogits = Pin<Box<dyn Future<Output = Result<Vec<f32>, BoxError>>>>;
 
-/// The best token and its logit, which a device is still choosing: await them.
-pub type PendingBest = Pin<Box<dyn Future<Output = Result<Option<(u32, f32)>, BoxError>>>>;
+/// The most likely tokens with their logits, which a device is still choosing: await them.
+pub type PendingTop = Pin<Box<dyn Future<Output = Result<Vec<(u32, f32)>, BoxError>>>>;
 
 /// Gives logits for the next token. The model implements this.
 pub trait LogitsSource {
@@ -90,24 +90,20 @@ pub trait LogitsSource {
         Box::pin(std::future::ready(self.forward_wanted(tokens, wanted)))
     }
 
-    /// As [`LogitsSource::submit_wanted`], but only the wanted token with the largest logit
-    /// comes back (the lowest id among equals), with its logit; `None` when no wanted token
-    /// has a logit above -inf. Greedy decoding needs nothing more, and a GPU can choose it
-    /// itself and send back two words rather than every logit. The loop calls it where
-    /// [`LogitsSource::skips_unwanted`]; the default chooses among
-    /// [`LogitsSource::submit_wanted`]'s logits.
-    fn submit_best(
+    /// As [`LogitsSource::submit_wanted`], but only the `k` wanted tokens with the largest
+    /// logits come back, with their logits, largest first and the lowest id first among
+    /// equals (fewer where fewer wanted tokens have a logit above -inf). A sampler whose chain
+    /// starts by keeping the `k` most likely tokens reads nothing more (greedy decoding's `k`
+    /// is 1), and a GPU can choose them itself and send back `2k` words rather than every
+    /// logit. The loop calls it where [`LogitsSource::skips_unwanted`]; the default chooses
+    /// among [`LogitsSource::submit_wanted`]'s logits.
+    fn submit_top(
         &mut self,
         tokens: &[u32],
         wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
-    ) -> PendingBest {
-        let mut mask = None;
-        let pending = self.submit_wanted(tokens, &mut || {
-            let m = wanted();
-            mask.clone_from(&m);
-            m
-        });
-        Box::pin(async move { Ok(best_of(&pending.await?, mask.as_deref())) })
+        k: usize,
+    ) -> PendingTop {
+        top_among_logits(self, tokens, wanted, k)
     }
 
     /// Starts a new sequence that opens with `prompt`. Returns how many leading tokens of
@@ -315,8 +311,9 @@ pub async fn generate_async(
             left: budget.map(|n| n as usize),
         },
     };
-    // Greedy decoding without a constraint and with `ignore_eos`: every token but the
-    // end-of-generation ones (when the model says its vocabulary size).
+    // The tokens a sampler reading only the most likely ones chooses among without a
+    // constraint: every one, or with `ignore_eos` every one but end-of-generation (when the
+    // model says its vocabulary's size).
     let free = match (options.ignore_eos, model.vocab_size()) {
         (false, _) => Some(None),
         (true, Some(n)) => {
@@ -330,13 +327,19 @@ pub async fn generate_async(
     };
     // Under a constraint the sampler reads only the logits of tokens the mask allows: a model
     // may skip the rest, unless `n_probs` reports the probabilities of the raw logits, which
-    // take them all. Greedy decoding reads only the best of them, from a model that computes
-    // only what it is asked for (it implements `submit_wanted`, which `submit_best` calls).
-    let greedy = options.n_probs == 0 && sampler.is_greedy() && model.skips_unwanted();
+    // take them all. A chain that keeps the k most likely first reads only those, from a
+    // model that computes only what it is asked for (it implements `submit_wanted`, which
+    // `submit_top` calls).
+    let top = sampler
+        .reads_at_most()
+        .filter(|_| options.n_probs == 0 && model.skips_unwanted());
     let reads = Reads {
         only_allowed: options.n_probs == 0,
-        greedy,
-        free: free.as_ref().filter(|_| greedy).map(Option::as_deref),
+        top,
+        free: free
+            .as_ref()
+            .filter(|_| top.is_some())
+            .map(Option::as_deref),
     };
 
     let t_start = clock.now_ms();
@@ -431,8 +434,8 @@ pub async fn generate_async(
                 });
                 (token, report)
             }
-            // Greedy: the model chose among the allowed tokens.
-            Scores::Best(best) => (best.ok_or(empty)?.0, None),
+            // The most likely allowed tokens, which the model chose.
+            Scores::Top(top) => (sampler.sample_top(top).ok_or(empty)?.token, None),
         };
         sampler.accept(token);
         tokens.push(token);
@@ -641,37 +644,41 @@ impl Masking<'_> {
     }
 }
 
-/// What the loop samples from: the logits, or the best allowed token a greedy model chose.
+/// What the loop samples from: the logits, or the most likely allowed tokens the model chose
+/// with their logits.
 enum Scores {
     Logits(Vec<f32>),
-    Best(Option<(u32, f32)>),
+    Top(Vec<(u32, f32)>),
 }
 
 /// What the loop reads of the model's logits.
 struct Reads<'a> {
     /// Only those of the tokens a constraint allows (no `n_probs`).
     only_allowed: bool,
-    /// Only the best of those ([`LogitsSource::submit_best`]).
-    greedy: bool,
-    /// Without a constraint, when greedy: the tokens allowed (`None` for all).
+    /// Only the most likely of those, this many ([`LogitsSource::submit_top`]).
+    top: Option<usize>,
+    /// Without a constraint, with `top`: the tokens allowed (`None` for all).
     free: Option<Option<&'a [u32]>>,
 }
 
 type PendingScores = Pin<Box<dyn Future<Output = Result<Scores, BoxError>>>>;
 
-/// [`LogitsSource::submit_best`] when `greedy`, else [`LogitsSource::submit_wanted`].
+/// [`LogitsSource::submit_top`] with `top`, else [`LogitsSource::submit_wanted`].
 fn submit_scores(
     model: &mut dyn LogitsSource,
     feed: &[u32],
-    greedy: bool,
+    top: Option<usize>,
     wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
 ) -> PendingScores {
-    if greedy {
-        let best = model.submit_best(feed, wanted);
-        Box::pin(async move { best.await.map(Scores::Best) })
-    } else {
-        let logits = model.submit_wanted(feed, wanted);
-        Box::pin(async move { logits.await.map(Scores::Logits) })
+    match top {
+        Some(k) => {
+            let top = model.submit_top(feed, wanted, k);
+            Box::pin(async move { top.await.map(Scores::Top) })
+        }
+        None => {
+            let logits = model.submit_wanted(feed, wanted);
+            Box::pin(async move { logits.await.map(Scores::Logits) })
+        }
     }
 }
 
@@ -679,7 +686,7 @@ fn submit_scores(
 /// model's logits for `feed`, and the constraint's commit of `token` plus its next mask,
 /// side by side on two threads when `overlap` is on, else between the model's submit and
 /// the await of its logits. Where `reads` allows, only the logits of the tokens the mask
-/// allows are computed, or only the best of them (see [`advance_wanted`]).
+/// allows are computed, or only the most likely of them (see [`advance_wanted`]).
 async fn advance<'c>(
     model: &mut dyn LogitsSource,
     constraint: Option<&mut (dyn TokenConstraint + Send + 'c)>,
@@ -690,7 +697,9 @@ async fn advance<'c>(
 ) -> Result<Scores, Error> {
     let Some(c) = constraint else {
         let pending = match reads.free {
-            Some(allowed) => submit_scores(model, feed, true, &mut || allowed.map(<[u32]>::to_vec)),
+            Some(allowed) => {
+                submit_scores(model, feed, reads.top, &mut || allowed.map(<[u32]>::to_vec))
+            }
             None => {
                 let logits = model.submit(feed);
                 Box::pin(async move { logits.await.map(Scores::Logits) })
@@ -711,9 +720,9 @@ async fn advance<'c>(
             }
         }
     }
-    // `greedy` implies a model that skips the unwanted.
+    // `top` implies a model that skips the unwanted.
     if reads.only_allowed && model.skips_unwanted() {
-        return advance_wanted(model, c, token, feed, masking, reads.greedy).await;
+        return advance_wanted(model, c, token, feed, masking, reads.top).await;
     }
     #[cfg(not(target_arch = "wasm32"))]
     if masking.overlap {
@@ -735,7 +744,7 @@ async fn advance<'c>(
 /// [`advance`] for a model that computes only the logits asked for: the grammar's step runs
 /// beside the model's layers (on a second thread with `overlap`, else when the pass reaches
 /// the output head), and its mask says which of the head's rows the model computes, and,
-/// when `greedy`, among which tokens it chooses. Under a JSON Schema most
+/// with `top`, among which tokens it chooses the most likely. Under a JSON Schema most
 /// steps allow a few dozen tokens, and the head is up to two thirds of a step's multiply-adds
 /// (Gemma 3). A GPU runs the layers while the mask is computed, then the head's allowed rows
 /// (see [`LogitsSource::submit_wanted`]).
@@ -745,7 +754,7 @@ async fn advance_wanted<'c>(
     token: Option<u32>,
     feed: &[u32],
     masking: &mut Masking<'_>,
-    greedy: bool,
+    top: Option<usize>,
 ) -> Result<Scores, Error> {
     #[cfg(not(target_arch = "wasm32"))]
     if masking.overlap {
@@ -758,7 +767,7 @@ async fn advance_wanted<'c>(
                 (own, us)
             }));
             let mut joined = None;
-            let pending = submit_scores(model, feed, greedy, &mut || {
+            let pending = submit_scores(model, feed, top, &mut || {
                 joined = worker.take()?.join().ok();
                 match &joined {
                     Some((own, Ok(_))) => Some(own.clone()),
@@ -778,7 +787,7 @@ async fn advance_wanted<'c>(
         return pending.await.map_err(Error::Logits);
     }
     let mut stepped = None;
-    let pending = submit_scores(model, feed, greedy, &mut || {
+    let pending = submit_scores(model, feed, top, &mut || {
         let step = masking.step(c, token);
         let wanted = step.is_ok().then(|| masking.mask.clone());
         stepped = Some(step);
@@ -813,17 +822,41 @@ fn grammar_step<'c>(
     Ok((clock.now_ms() - t0) * 1e3)
 }
 
-/// The wanted token with the largest logit above -inf (the lowest id among equals) and its
-/// logit: [`LogitsSource::submit_best`]'s default.
-fn best_of(logits: &[f32], wanted: Option<&[u32]>) -> Option<(u32, f32)> {
-    let mut best: Option<(u32, f32)> = None;
-    for (i, &l) in logits.iter().enumerate() {
-        let allowed = wanted.is_none_or(|m| crate::sampler::mask_allows(m, i));
-        if allowed && l > best.map_or(f32::NEG_INFINITY, |(_, b)| b) {
-            best = Some((i as u32, l));
-        }
+/// [`LogitsSource::submit_top`]'s default: the `k` most likely wanted tokens among
+/// [`LogitsSource::submit_wanted`]'s logits.
+pub(crate) fn top_among_logits<S: LogitsSource + ?Sized>(
+    source: &mut S,
+    tokens: &[u32],
+    wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+    k: usize,
+) -> PendingTop {
+    let mut mask = None;
+    let pending = source.submit_wanted(tokens, &mut || {
+        let m = wanted();
+        mask.clone_from(&m);
+        m
+    });
+    Box::pin(async move { Ok(top_of(&pending.await?, mask.as_deref(), k)) })
+}
+
+/// The `k` wanted tokens with the largest logits above -inf, largest first and the lowest id
+/// first among equals, with their logits: [`LogitsSource::submit_top`]'s default.
+fn top_of(logits: &[f32], wanted: Option<&[u32]>, k: usize) -> Vec<(u32, f32)> {
+    let mut top: Vec<(u32, f32)> = logits
+        .iter()
+        .enumerate()
+        .filter(|&(i, &l)| {
+            l > f32::NEG_INFINITY && wanted.is_none_or(|m| crate::sampler::mask_allows(m, i))
+        })
+        .map(|(i, &l)| (i as u32, l))
+        .collect();
+    let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
+    if k > 0 && k < top.len() {
+        top.select_nth_unstable_by(k - 1, order);
     }
-    best
+    top.truncate(k);
+    top.sort_by(order);
+    top
 }
 
 /// The indices of the bits set in `mask` (bit i is `mask[i / 32] >> (i % 32) & 1`).

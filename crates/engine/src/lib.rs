@@ -31,7 +31,7 @@ pub mod tool_calls;
 pub use block_on::block_on;
 pub use error::Error;
 pub use generate::{
-    Control, Event, GenerateOptions, LogitsSource, Output, PendingBest, PendingLogits, StopKind,
+    Control, Event, GenerateOptions, LogitsSource, Output, PendingLogits, PendingTop, StopKind,
     TokenConstraint, Vocabulary, generate, generate_async,
 };
 pub use model_source::{LoadedModel, ModelSource};

@@ -7,12 +7,14 @@ use std::sync::Arc;
 use stampo_gguf::Gguf;
 use stampo_grammar::vocab::Vocabulary as GrammarVocabulary;
 use stampo_model::{
-    Cache, LoadOptions, Transformer, best_logit, read_best_async, to_vec, to_vec_async,
+    Cache, LoadOptions, MAX_TOP, Transformer, read_top_async, to_vec, to_vec_async, top_logits,
 };
 use stampo_tokenizer::{ChatTemplate, Tokenizer};
 
 use crate::error::Error;
-use crate::generate::{BoxError, LogitsSource, PendingBest, PendingLogits, mask_bits};
+use crate::generate::{
+    BoxError, LogitsSource, PendingLogits, PendingTop, mask_bits, top_among_logits,
+};
 use crate::session::Session;
 use crate::text::TokenizerText;
 
@@ -52,11 +54,11 @@ impl ModelSource {
     }
 
     /// Runs one token through the model and forgets it, so the first request does not pay for
-    /// what a device does once: on WebGPU, compiling every kernel's pipeline (greedy
-    /// decoding's choice of the best token included). The KV cache is left empty.
+    /// what a device does once: on WebGPU, compiling every kernel's pipeline (the choice of
+    /// the most likely tokens included). The KV cache is left empty.
     pub async fn warm_up(&mut self) -> Result<(), BoxError> {
         self.begin(&[])?;
-        let result = self.submit_best(&[0], &mut || None).await;
+        let result = self.submit_top(&[0], &mut || None, 1).await;
         self.begin(&[])?;
         result.map(drop)
     }
@@ -106,12 +108,14 @@ impl ModelSource {
     }
 
     /// Queues the forward pass of `tokens`, the output head's rows `wanted` gives (as
-    /// [`ModelSource::queue_wanted`]) and the choice of the best of them: on the device, the
-    /// best logit's column and value, and the ids the columns are of when not every token's.
-    fn queue_best(
+    /// [`ModelSource::queue_wanted`]) and the choice of the `k` most likely of them: on the
+    /// device, their columns and logits ([`top_logits`]), and the ids the columns are of when
+    /// not every token's.
+    fn queue_top(
         &mut self,
         tokens: &[u32],
         wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
+        k: usize,
     ) -> Result<(stampo_model::Tensor<1, stampo_model::Int>, Option<Vec<u32>>), BoxError> {
         let mut mask = None;
         let (logits, ids) = self.queue_wanted(tokens, &mut || {
@@ -121,7 +125,7 @@ impl ModelSource {
         })?;
         // The logits of chosen rows are all wanted; a whole head's, those the mask allows.
         let allowed = if ids.is_some() { None } else { mask };
-        Ok((best_logit(logits, allowed.as_deref())?, ids))
+        Ok((top_logits(logits, allowed.as_deref(), k)?, ids))
     }
 }
 
@@ -188,31 +192,34 @@ impl LogitsSource for ModelSource {
         })
     }
 
-    fn submit_best(
+    fn submit_top(
         &mut self,
         tokens: &[u32],
         wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
-    ) -> PendingBest {
-        let queued = self.queue_best(tokens, wanted).and_then(|(best, ids)| {
-            stampo_model::flush(&best.device())?;
-            Ok((best, ids))
+        k: usize,
+    ) -> PendingTop {
+        if !(1..=MAX_TOP).contains(&k) {
+            // More than a device chooses: among the logits read back.
+            return top_among_logits(self, tokens, wanted, k);
+        }
+        let queued = self.queue_top(tokens, wanted, k).and_then(|(top, ids)| {
+            stampo_model::flush(&top.device())?;
+            Ok((top, ids))
         });
         Box::pin(async move {
-            let (best, ids) = queued?;
-            let Some((column, logit)) = read_best_async(best).await? else {
-                return Ok(None);
-            };
-            match ids {
-                None => Ok(Some((column, logit))),
-                Some(ids) => match ids.get(column as usize) {
-                    Some(&id) => Ok(Some((id, logit))),
+            let (top, ids) = queued?;
+            let top = read_top_async(top).await?;
+            let Some(ids) = ids else { return Ok(top) };
+            top.into_iter()
+                .map(|(column, logit)| match ids.get(column as usize) {
+                    Some(&id) => Ok((id, logit)),
                     None => Err(format!(
-                        "the best of {} chosen logits is column {column}",
+                        "column {column} of {} chosen logits among the most likely",
                         ids.len()
                     )
                     .into()),
-                },
-            }
+                })
+                .collect()
         })
     }
 

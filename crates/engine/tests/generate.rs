@@ -781,12 +781,14 @@ fn a_model_that_computes_only_the_allowed_logits_gives_the_same_output() {
     assert!(model.wanted.is_empty());
 }
 
-/// A model that chooses greedy decoding's token itself (as the wgpu device does), logging the
+/// A model that chooses the most likely tokens itself (as the wgpu device does), logging the
 /// mask it was asked to choose within; its logits, when asked for them, are [`ScriptedModel`]'s.
 struct ChoosingModel {
     inner: SparseModel,
-    /// The mask each `submit_best` was handed (`None`: every token).
+    /// The mask each `submit_top` was handed (`None`: every token).
     chose_within: Vec<Option<Vec<u32>>>,
+    /// How many each chose.
+    chose: Vec<usize>,
 }
 
 impl LogitsSource for ChoosingModel {
@@ -810,21 +812,26 @@ impl LogitsSource for ChoosingModel {
         self.inner.forward_wanted(tokens, wanted)
     }
 
-    fn submit_best(
+    fn submit_top(
         &mut self,
         tokens: &[u32],
         wanted: &mut dyn FnMut() -> Option<Vec<u32>>,
-    ) -> stampo_engine::PendingBest {
+        k: usize,
+    ) -> stampo_engine::PendingTop {
         let logits = self.inner.inner.forward(tokens);
         let mask = wanted();
-        let best = logits.map(|logits| {
-            (0..logits.len())
+        let top = logits.map(|logits| {
+            let mut top: Vec<(u32, f32)> = (0..logits.len())
                 .filter(|&i| mask.as_ref().is_none_or(|m| m[i / 32] >> (i % 32) & 1 == 1))
-                .max_by(|&a, &b| logits[a].total_cmp(&logits[b]).then(b.cmp(&a)))
                 .map(|i| (i as u32, logits[i]))
+                .collect();
+            top.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+            top.truncate(k);
+            top
         });
         self.chose_within.push(mask);
-        Box::pin(std::future::ready(best))
+        self.chose.push(k);
+        Box::pin(std::future::ready(top))
     }
 }
 
@@ -837,11 +844,12 @@ fn choosing(script: &[u8], tells_size: bool) -> ChoosingModel {
             tells_size,
         },
         chose_within: Vec::new(),
+        chose: Vec::new(),
     }
 }
 
 #[test]
-fn greedy_decoding_lets_the_model_choose_within_the_settled_mask() {
+fn a_sampler_reading_the_most_likely_tokens_lets_the_model_choose_them_within_the_mask() {
     let script = b"[4x7]";
     let (want, _) = run(
         &mut ScriptedModel::new(&script.map(u32::from)),
@@ -858,8 +866,9 @@ fn greedy_decoding_lets_the_model_choose_within_the_settled_mask() {
         let out = out.unwrap();
         assert_eq!((&out.text, &out.tokens), (&want.text, &want.tokens));
         assert_eq!(streamed, want.text);
-        // Every step chose within the grammar's mask, end-of-generation only once complete.
-        assert_eq!(model.chose_within.len(), out.tokens.len());
+        // Every step chose one token within the grammar's mask, end-of-generation only once
+        // complete.
+        assert_eq!(model.chose, vec![1; out.tokens.len()]);
         let eos_allowed: Vec<bool> = model
             .chose_within
             .iter()
@@ -887,14 +896,34 @@ fn greedy_decoding_lets_the_model_choose_within_the_settled_mask() {
         assert_eq!(mask[0] & 1, 1);
     }
 
-    // Sampling at a temperature, `n_probs`, and a model that cannot tell its vocabulary's
-    // size under `ignore_eos`: the logits, as before.
+    // llama.cpp's default chain keeps the 40 most likely tokens first: the model chooses those.
     let mut hot = Sampler::new(SamplingParams::default(), 7, 4096);
+    let mut model = choosing(script, true);
+    let (out, _) = run(
+        &mut model,
+        Some(&mut gbnf(DIGITS)),
+        &mut hot,
+        &options(None),
+    );
+    let text = out.unwrap().text;
+    assert!(text.starts_with('[') && text.ends_with(']'), "{text}");
+    assert!(!model.chose.is_empty() && model.chose.iter().all(|&k| k == 40));
+
+    // A chain that reads every logit (`top_k` 0), `n_probs`, and a model that cannot tell
+    // its vocabulary's size under `ignore_eos`: the logits, as before.
+    let mut whole = Sampler::new(
+        SamplingParams {
+            top_k: 0,
+            ..SamplingParams::default()
+        },
+        7,
+        4096,
+    );
     let mut model = choosing(script, true);
     let _ = run(
         &mut model,
         Some(&mut gbnf(DIGITS)),
-        &mut hot,
+        &mut whole,
         &options(None),
     );
     assert!(model.chose_within.is_empty());

@@ -216,7 +216,7 @@ fn json_object_mode_and_a_gbnf_grammar_hold_on_the_real_model() {
 /// the path WebGPU takes in the browser) when no grammar runs beside it; when one does, the
 /// mask is computed beside the layers and only the allowed rows of the head are computed and
 /// read back ([`stampo_engine::LogitsSource::submit_wanted`]), and greedy decoding's token is
-/// chosen on the device ([`stampo_engine::LogitsSource::submit_best`]): they give the CPU's
+/// chosen on the device ([`stampo_engine::LogitsSource::submit_top`]): they give the CPU's
 /// tokens, the schema's shape, and the tokens the sampler chooses among the same device's
 /// logits read back whole (`n_probs`).
 #[test]
@@ -257,6 +257,14 @@ fn on_the_wgpu_device_requests_run_through_the_async_loop() {
     whole["n_probs"] = json!(1);
     gpu.source.begin(&[]).expect("the cache empties");
     let chosen = run(&mut gpu, free).output.tokens;
+    gpu.source.begin(&[]).expect("the cache empties");
+    assert_eq!(chosen, run(&mut gpu, whole).output.tokens);
+    // llama.cpp's default chain at a temperature: the 40 most likely chosen on the device.
+    let hot = json!({"prompt": "Once upon a time", "n_predict": 12, "temperature": 0.8, "seed": 3});
+    let mut whole = hot.clone();
+    whole["n_probs"] = json!(1);
+    gpu.source.begin(&[]).expect("the cache empties");
+    let chosen = run(&mut gpu, hot).output.tokens;
     gpu.source.begin(&[]).expect("the cache empties");
     assert_eq!(chosen, run(&mut gpu, whole).output.tokens);
 }

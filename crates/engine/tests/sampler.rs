@@ -288,13 +288,26 @@ impl Rng {
     }
 }
 
-/// Wherever `is_greedy` says so, the chain draws the most likely allowed token: random chains
-/// (stages in random orders, each active or not), random logits, masks and penalty windows,
-/// several steps from one seed.
+/// The `k` most likely allowed tokens, largest first (what a device's top-k reads back).
+fn top_allowed(logits: &[f32], mask: Option<&[u32]>, k: usize) -> Vec<(u32, f32)> {
+    let mut all: Vec<(u32, f32)> = logits
+        .iter()
+        .enumerate()
+        .filter(|&(i, _)| mask.is_none_or(|m| mask_allows(m, i)))
+        .map(|(i, &l)| (i as u32, l))
+        .collect();
+    all.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
+    all.truncate(k);
+    all
+}
+
+/// Wherever `reads_at_most` says `k`, the chain over the `k` most likely allowed tokens draws
+/// what it draws over every logit: random chains (stages in random orders, each active or
+/// not), random logits, masks and penalty windows, several steps from one seed.
 #[test]
-fn a_chain_that_says_it_is_greedy_draws_the_most_likely_allowed_token() {
+fn the_chain_over_the_tokens_it_reads_draws_what_it_draws_over_all() {
     let mut rng = Rng(0x5eed);
-    let (mut greedy, mut not) = (0, 0);
+    let (mut one, mut more, mut all) = (0, 0, 0);
     for case in 0..3000 {
         let mut stages: Vec<Stage> = Stage::DEFAULT_ORDER
             .iter()
@@ -305,8 +318,8 @@ fn a_chain_that_says_it_is_greedy_draws_the_most_likely_allowed_token() {
             stages.swap(i, rng.below(i as u64 + 1) as usize);
         }
         let params = SamplingParams {
-            temperature: rng.pick(&[0.0, -1.0, 0.0, 0.7, 1.5]),
-            top_k: rng.pick(&[0, 1, 3, 40]),
+            temperature: rng.pick(&[0.0, -1.0, 0.7, 1.0, 1.5]),
+            top_k: rng.pick(&[0, 1, 3, 8, 40]),
             top_p: rng.pick(&[1.0, 0.95, 0.5]),
             min_p: rng.pick(&[0.0, 0.05, 0.3]),
             typical_p: rng.pick(&[1.0, 1.0, 0.5]),
@@ -323,11 +336,15 @@ fn a_chain_that_says_it_is_greedy_draws_the_most_likely_allowed_token() {
         for _ in 0..10 {
             sampler.accept(rng.below(vocab) as u32);
         }
-        if !sampler.is_greedy() {
-            not += 1;
+        let Some(k) = sampler.reads_at_most() else {
+            all += 1;
             continue;
+        };
+        if k == 1 {
+            one += 1;
+        } else {
+            more += 1;
         }
-        greedy += 1;
         for step in 0..4 {
             // Distinct logits: on equal ones the chain's sorts decide.
             let logits: Vec<f32> = (0..vocab)
@@ -338,68 +355,68 @@ fn a_chain_that_says_it_is_greedy_draws_the_most_likely_allowed_token() {
                     .map(|_| rng.next() as u32 & rng.next() as u32)
                     .collect()
             });
-            let best = (0..vocab as usize)
-                .filter(|&i| mask.as_deref().is_none_or(|m| mask_allows(m, i)))
-                .max_by(|&a, &b| logits[a].total_cmp(&logits[b]))
-                .map(|i| i as u32);
-            let drawn = sampler.sample(&logits, mask.as_deref()).map(|s| s.token);
+            let mut over_top = sampler.clone();
+            let want = sampler.sample(&logits, mask.as_deref());
+            let got = over_top.sample_top(&top_allowed(&logits, mask.as_deref(), k));
             assert_eq!(
-                drawn,
-                best,
-                "case {case} step {step}: {:?}",
+                got.map(|s| s.token),
+                want.map(|s| s.token),
+                "case {case} step {step}: {:?} reads {k}",
                 sampler.params()
             );
-            if let Some(t) = drawn {
-                sampler.accept(t);
+            if let Some(s) = want {
+                sampler.accept(s.token);
             }
         }
     }
-    assert!(greedy > 500 && not > 500, "{greedy} greedy, {not} not");
+    // Every kind of chain came up often.
+    assert!(one > 300 && more > 300 && all > 300, "{one} {more} {all}");
 }
 
 #[test]
-fn greedy_chains_say_so() {
-    let greedy = |stages: &[Stage], f: &dyn Fn(&mut SamplingParams)| {
+fn chains_say_how_many_tokens_they_read() {
+    let reads = |stages: &[Stage], f: &dyn Fn(&mut SamplingParams)| {
         let mut p = params(stages);
-        p.temperature = 0.0;
+        p.top_k = 5;
         f(&mut p);
-        Sampler::new(p, 0, 64).is_greedy()
+        Sampler::new(p, 0, 64).reads_at_most()
     };
     use Stage::*;
-    assert!(!Sampler::new(SamplingParams::default(), 0, 64).is_greedy());
+    // llama.cpp's default chain reads the 40 most likely tokens; greedy reads one.
+    let default = SamplingParams::default();
+    assert_eq!(
+        Sampler::new(default.clone(), 0, 64).reads_at_most(),
+        Some(40)
+    );
     let zero = SamplingParams {
         temperature: 0.0,
-        ..SamplingParams::default()
+        ..default
     };
-    assert!(Sampler::new(zero, 0, 64).is_greedy());
-    // Stages that keep the most likely token, before the temperature or after it.
-    assert!(greedy(&[TopP, MinP, TopK, Temperature], &|p| {
+    assert_eq!(Sampler::new(zero, 0, 64).reads_at_most(), Some(1));
+    // Penalties reorder; typical sampling, and a nucleus or min-p before top-k, read the
+    // whole distribution.
+    assert_eq!(reads(&[Penalties, TopK], &|p| p.repeat_penalty = 1.5), None);
+    assert_eq!(reads(&[TypicalP, TopK], &|p| p.typical_p = 0.5), None);
+    assert_eq!(reads(&[TopP, TopK], &|p| p.top_p = 0.5), None);
+    assert_eq!(reads(&[MinP, TopK], &|p| p.min_p = 0.3), None);
+    // ... unless greedy follows, or top-k keeps one: they keep the most likely token.
+    let greedy_after = |p: &mut SamplingParams| {
         p.top_p = 0.5;
+        p.temperature = 0.0;
+    };
+    assert_eq!(reads(&[TopP, TopK, Temperature], &greedy_after), Some(1));
+    let one = |p: &mut SamplingParams| {
         p.min_p = 0.3;
-        p.top_k = 3;
-    }));
-    assert!(greedy(&[Temperature, TypicalP, Penalties], &|p| {
-        p.typical_p = 0.5;
-        p.repeat_penalty = 1.5;
-    }));
-    // Penalties reorder and typical sampling may drop the most likely token, before it.
-    assert!(!greedy(&[Penalties, Temperature], &|p| p.repeat_penalty = 1.5));
-    assert!(!greedy(&[TypicalP, Temperature], &|p| p.typical_p = 0.5));
-    // ... unless they do nothing: no window, no penalty, typical_p of 1.
-    assert!(greedy(&[Penalties, TypicalP, Temperature], &|p| {
+        p.top_k = 1;
+    };
+    assert_eq!(reads(&[MinP, TopK], &one), Some(1));
+    // A temperature above 0 keeps the order; penalties over no window do nothing.
+    assert_eq!(reads(&[Temperature, TopK], &|_| {}), Some(5));
+    let no_window = |p: &mut SamplingParams| {
         p.repeat_penalty = 1.5;
         p.repeat_last_n = 0;
-    }));
-    // A top-k of one, whatever the temperature.
-    assert!(greedy(&[MinP, TopK, Temperature], &|p| {
-        p.top_k = 1;
-        p.min_p = 0.3;
-        p.temperature = 0.8;
-    }));
-    // No temperature stage, or one above 0, and no top-k of one: a draw.
-    assert!(!greedy(&[TopK], &|p| p.top_k = 3));
-    assert!(!greedy(&[Temperature, TopK], &|p| {
-        p.temperature = 0.5;
-        p.top_k = 2;
-    }));
+    };
+    assert_eq!(reads(&[Penalties, TopK], &no_window), Some(5));
+    // Nothing cuts: every logit.
+    assert_eq!(reads(&[TopP, MinP, Temperature], &|p| p.top_k = 0), None);
 }

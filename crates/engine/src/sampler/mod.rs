@@ -87,25 +87,58 @@ impl Sampler {
         *self.counts.entry(token).or_insert(0) += 1;
     }
 
-    /// Whether the chain always draws the most likely allowed token: a temperature at or
-    /// below 0, or a `top_k` of 1, after stages that keep that token (`top_k`, `top_p`, `min_p`, a temperature
-    /// above 0; penalties that do nothing). A device can then pick the token itself and hand
-    /// back its id rather than every logit. Not with active penalties (they reorder the
-    /// logits) or `typical_p` (it may drop the most likely token).
-    pub fn is_greedy(&self) -> bool {
+    /// How many of the most likely allowed tokens the chain reads, when fewer than all:
+    /// `Some(1)` when it always draws the most likely (a temperature at or below 0, or a
+    /// `top_k` of 1, after stages that keep that token: `top_k`, `top_p`, `min_p`, a
+    /// temperature above 0), `Some(k)` when it starts by keeping the `k` most likely (`top_k`
+    /// first among the stages that change anything, or after a temperature above 0, which
+    /// keeps the order). [`Sampler::sample_top`] over those then draws what
+    /// [`Sampler::sample`] over every logit would, and a device can choose them and hand back
+    /// `k` logits rather than the vocabulary's. `None` when the chain reads every logit:
+    /// active penalties (they reorder), `typical_p` (it may drop the most likely token, and
+    /// its entropy is the whole distribution's), `top_p` or `min_p` before `top_k` (they read
+    /// the whole distribution) in a chain that is not greedy.
+    pub fn reads_at_most(&self) -> Option<usize> {
         let p = &self.params;
         let penalties = self.window_len > 0
             && (p.repeat_penalty != 1.0 || p.frequency_penalty != 0.0 || p.presence_penalty != 0.0);
+        // Greedy, even where a top-k comes first: every stage before keeps the most likely.
         for stage in &p.stages {
             match stage {
-                Stage::Penalties if penalties => return false,
-                Stage::TypicalP if p.typical_p < 1.0 => return false,
-                Stage::Temperature if p.temperature <= 0.0 => return true,
-                Stage::TopK if p.top_k == 1 => return true,
+                Stage::Penalties if penalties => break,
+                Stage::TypicalP if p.typical_p < 1.0 => break,
+                Stage::TopK if p.top_k == 1 => return Some(1),
+                Stage::Temperature if p.temperature <= 0.0 => return Some(1),
                 _ => {}
             }
         }
-        false
+        // Whether a stage so far reads more than the most likely tokens' logits.
+        let mut whole = false;
+        for stage in &p.stages {
+            match stage {
+                Stage::Penalties if penalties => return None,
+                Stage::TypicalP if p.typical_p < 1.0 => return None,
+                Stage::TopK if p.top_k > 0 && !whole => return usize::try_from(p.top_k).ok(),
+                Stage::TopP if p.top_p < 1.0 => whole = true,
+                Stage::MinP if p.min_p > 0.0 => whole = true,
+                _ => {}
+            }
+        }
+        None
+    }
+
+    /// Runs the chain on `top`: the most likely allowed tokens with their logits, largest
+    /// first (the lower id first among equals), as many as [`Sampler::reads_at_most`] says
+    /// or all there are. `None` when `top` is empty.
+    pub fn sample_top(&mut self, top: &[(u32, f32)]) -> Option<Sampled> {
+        let c = &mut self.candidates;
+        c.data.clear();
+        c.data.extend(
+            top.iter()
+                .map(|&(id, logit)| Candidate { id, logit, p: 0.0 }),
+        );
+        c.sorted = true;
+        self.run_chain()
     }
 
     /// Runs the chain on `logits` restricted to `mask` (all tokens when `None`). `None` when
@@ -134,6 +167,12 @@ impl Sampler {
                 }
             }
         }
+        self.run_chain()
+    }
+
+    /// The stages in the request's order over the candidates, then the draw.
+    fn run_chain(&mut self) -> Option<Sampled> {
+        let c = &mut self.candidates;
         let p = &self.params;
         let min_keep = p.min_keep as usize;
         for stage in &p.stages {
