@@ -252,21 +252,27 @@ fn on_the_wgpu_device_requests_run_through_the_async_loop() {
     assert_eq!(done.response["stop_type"], "eos");
     assert_eq!(done.output.tokens, run(&mut cpu, city).output.tokens);
 
-    let free = json!({"prompt": "Once upon a time", "n_predict": 12, "temperature": 0});
-    let mut whole = free.clone();
-    whole["n_probs"] = json!(1);
-    gpu.source.begin(&[]).expect("the cache empties");
-    let chosen = run(&mut gpu, free).output.tokens;
-    gpu.source.begin(&[]).expect("the cache empties");
-    assert_eq!(chosen, run(&mut gpu, whole).output.tokens);
-    // llama.cpp's default chain at a temperature: the 40 most likely chosen on the device.
-    let hot = json!({"prompt": "Once upon a time", "n_predict": 12, "temperature": 0.8, "seed": 3});
-    let mut whole = hot.clone();
-    whole["n_probs"] = json!(1);
-    gpu.source.begin(&[]).expect("the cache empties");
-    let chosen = run(&mut gpu, hot).output.tokens;
-    gpu.source.begin(&[]).expect("the cache empties");
-    assert_eq!(chosen, run(&mut gpu, whole).output.tokens);
+    // Greedy, and llama.cpp's default chain at a temperature: the most likely tokens (1, 40)
+    // chosen on the device, or among every logit read back for `n_probs`.
+    for sampling in [
+        json!({"temperature": 0}),
+        json!({"temperature": 0.8, "seed": 3}),
+    ] {
+        let mut body = json!({"prompt": "Once upon a time", "n_predict": 12});
+        for (k, v) in sampling.as_object().expect("an object") {
+            body[k] = v.clone();
+        }
+        let mut whole = body.clone();
+        whole["n_probs"] = json!(1);
+        let tokens: Vec<Vec<u32>> = [body, whole]
+            .into_iter()
+            .map(|body| {
+                gpu.source.begin(&[]).expect("the cache empties");
+                run(&mut gpu, body).output.tokens
+            })
+            .collect();
+        assert_eq!(tokens[0], tokens[1], "{sampling}");
+    }
 }
 
 #[test]
