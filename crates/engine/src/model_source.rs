@@ -100,7 +100,12 @@ impl ModelSource {
                 .collect()
         });
         Ok(match ids {
-            Some(ids) if (ids.len() as f64) <= SPARSE_HEAD_SHARE * vocab as f64 => {
+            // No token wanted (a finished grammar under `ignore_eos`; the loop stops without
+            // reading them): the whole head, rather than a product of no rows and buffers of
+            // no bytes (lavapipe took those; Chromium's WebGPU was not tried).
+            Some(ids)
+                if !ids.is_empty() && (ids.len() as f64) <= SPARSE_HEAD_SHARE * vocab as f64 =>
+            {
                 (self.model.logits_of(hidden, &ids)?, Some(ids))
             }
             _ => (self.model.logits(hidden), None),

@@ -250,7 +250,24 @@ fn on_the_wgpu_device_requests_run_through_the_async_loop() {
         "{text}"
     );
     assert_eq!(done.response["stop_type"], "eos");
-    assert_eq!(done.output.tokens, run(&mut cpu, city).output.tokens);
+    assert_eq!(
+        done.output.tokens,
+        run(&mut cpu, city.clone()).output.tokens
+    );
+    // With `ignore_eos` the finished grammar leaves no token at all: the step that asked for
+    // none ends the request, whether the device chose or the logits were read back.
+    for n_probs in [0, 1] {
+        let mut body = city.clone();
+        body["ignore_eos"] = json!(true);
+        body["n_probs"] = json!(n_probs);
+        gpu.source.begin(&[]).expect("the cache empties");
+        let done = run(&mut gpu, body);
+        assert_eq!(
+            done.response["content"].as_str(),
+            Some(text),
+            "n_probs {n_probs}"
+        );
+    }
 
     // Greedy, and llama.cpp's default chain at a temperature: the most likely tokens (1, 40)
     // chosen on the device, or among every logit read back for `n_probs`.
