@@ -682,18 +682,17 @@ const NO_COLUMN: u32 = u32::MAX;
 #[cfg(feature = "wgpu")]
 fn device_top(logits: Tensor<2>, allowed: Option<&[u32]>, k: usize) -> Tensor<1, Int> {
     use crate::top::TopOps;
-    let device = logits.device();
-    let mask = allowed.unwrap_or(&[0]);
-    let mask = Tensor::<1, Int>::from_data(
-        TensorData::new(mask.to_vec(), [mask.len()]),
-        (&device, burn::tensor::DType::U32),
-    );
-    let top = <burn::backend::Dispatch as TopOps>::top_of_row(
-        logits.into_dispatch(),
-        mask.into_dispatch(),
-        k,
-        allowed.is_some(),
-    );
+    type Ops = burn::backend::Dispatch;
+    let top = match allowed {
+        None => <Ops as TopOps>::top_of_row(logits.into_dispatch(), k),
+        Some(mask) => {
+            let mask = Tensor::<1, Int>::from_data(
+                TensorData::new(mask.to_vec(), [mask.len()]),
+                (&logits.device(), burn::tensor::DType::U32),
+            );
+            <Ops as TopOps>::top_of_allowed(logits.into_dispatch(), mask.into_dispatch(), k)
+        }
+    };
     Tensor::from_dispatch(top)
 }
 

@@ -30,16 +30,17 @@ pub const MAX_TOP: usize = crate::model::MAX_TOP;
 
 #[backend_extension(Cube)]
 pub trait TopOps: Backend {
-    /// `[2k]` `u32`s: the columns of the `k` largest of `logits`' values above -inf whose
-    /// bit is set in `allowed` (bit i of word i / 32; every value when not `masked`), largest
+    /// `[2k]` `u32`s: the columns of the `k` largest of `logits`' values above -inf, largest
     /// first and the lower column first among equals, each followed by its value's bits;
-    /// `u32::MAX` and -inf's bits where fewer remain. `k` is at most [`MAX_TOP`]; `allowed`
-    /// holds at least a bit a value when `masked`.
-    fn top_of_row(
+    /// `u32::MAX` and -inf's bits where fewer remain. `k` is at most [`MAX_TOP`].
+    fn top_of_row(logits: FloatTensor<Self>, k: usize) -> IntTensor<Self>;
+
+    /// As [`TopOps::top_of_row`], among the values whose bit is set in `allowed` (bit i of
+    /// word i / 32; at least a bit a value).
+    fn top_of_allowed(
         logits: FloatTensor<Self>,
         allowed: IntTensor<Self>,
         k: usize,
-        masked: bool,
     ) -> IntTensor<Self>;
 }
 
@@ -144,40 +145,57 @@ fn top_kernel(
 }
 
 impl TopOps for Cube {
-    fn top_of_row(
+    fn top_of_row(logits: FloatTensor<Self>, k: usize) -> IntTensor<Self> {
+        launch_top(logits, None, k)
+    }
+
+    fn top_of_allowed(
         logits: FloatTensor<Self>,
         allowed: IntTensor<Self>,
         k: usize,
-        masked: bool,
     ) -> IntTensor<Self> {
-        let logits = into_contiguous(logits);
-        let allowed = crate::quant::cube::u32_ids(allowed);
-        let n = logits.meta.shape().num_elements();
-        let words = if masked { n.div_ceil(32) } else { 1 };
-        let k = k.clamp(1, MAX_TOP);
-        let out = empty_device_dtype(
-            logits.client.clone(),
-            logits.device.clone(),
-            Shape::new([2 * k]),
-            DType::U32,
-        );
-        // SAFETY: `logits` is bound with its `n` values, of which the units read columns below
-        // `n`; `allowed` with the words those columns' bits are in (the caller's contract,
-        // checked by `top_logits`), read only when `masked`; `out` with its `2k` words, which
-        // unit 0 writes, two a round; a unit's lists hold `MAX_TOP` ≥ `k` candidates.
-        unsafe {
-            top_kernel::launch(
-                &logits.client,
-                CubeCount::Static(1, 1, 1),
-                CubeDim::new_1d(UNITS),
-                BufferArg::from_raw_parts(logits.handle.clone(), n),
-                BufferArg::from_raw_parts(allowed, words),
-                BufferArg::from_raw_parts(out.handle.clone(), 2 * k),
-                n as u32,
-                k as u32,
-                masked,
-            );
-        }
-        out
+        launch_top(logits, Some(allowed), k)
     }
+}
+
+/// [`top_kernel`] over `logits`, among the `allowed` when given.
+fn launch_top(
+    logits: FloatTensor<Cube>,
+    allowed: Option<IntTensor<Cube>>,
+    k: usize,
+) -> IntTensor<Cube> {
+    let logits = into_contiguous(logits);
+    let n = logits.meta.shape().num_elements();
+    // Without a mask the logits stand in for it (any buffer does: the kernel never reads
+    // it), so that a step uploads nothing.
+    let masked = allowed.is_some();
+    let (allowed, words) = match allowed {
+        Some(allowed) => (crate::quant::cube::u32_ids(allowed), n.div_ceil(32)),
+        None => (logits.handle.clone(), 1),
+    };
+    let k = k.clamp(1, MAX_TOP);
+    let out = empty_device_dtype(
+        logits.client.clone(),
+        logits.device.clone(),
+        Shape::new([2 * k]),
+        DType::U32,
+    );
+    // SAFETY: `logits` is bound with its `n` values, of which the units read columns below
+    // `n`; `allowed` with the words those columns' bits are in (the caller's contract,
+    // checked by `top_logits`), read only when `masked`; `out` with its `2k` words, which
+    // unit 0 writes, two a round; a unit's lists hold `MAX_TOP` ≥ `k` candidates.
+    unsafe {
+        top_kernel::launch(
+            &logits.client,
+            CubeCount::Static(1, 1, 1),
+            CubeDim::new_1d(UNITS),
+            BufferArg::from_raw_parts(logits.handle.clone(), n),
+            BufferArg::from_raw_parts(allowed, words),
+            BufferArg::from_raw_parts(out.handle.clone(), 2 * k),
+            n as u32,
+            k as u32,
+            masked,
+        );
+    }
+    out
 }
