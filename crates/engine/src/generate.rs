@@ -836,27 +836,7 @@ pub(crate) fn top_among_logits<S: LogitsSource + ?Sized>(
         mask.clone_from(&m);
         m
     });
-    Box::pin(async move { Ok(top_of(&pending.await?, mask.as_deref(), k)) })
-}
-
-/// The `k` wanted tokens with the largest logits above -inf, largest first and the lowest id
-/// first among equals, with their logits: [`LogitsSource::submit_top`]'s default.
-fn top_of(logits: &[f32], wanted: Option<&[u32]>, k: usize) -> Vec<(u32, f32)> {
-    let mut top: Vec<(u32, f32)> = logits
-        .iter()
-        .enumerate()
-        .filter(|&(i, &l)| {
-            l > f32::NEG_INFINITY && wanted.is_none_or(|m| crate::sampler::mask_allows(m, i))
-        })
-        .map(|(i, &l)| (i as u32, l))
-        .collect();
-    let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    if k > 0 && k < top.len() {
-        top.select_nth_unstable_by(k - 1, order);
-    }
-    top.truncate(k);
-    top.sort_by(order);
-    top
+    Box::pin(async move { Ok(stampo_model::host_top(&pending.await?, mask.as_deref(), k)) })
 }
 
 /// The indices of the bits set in `mask` (bit i is `mask[i / 32] >> (i % 32) & 1`).

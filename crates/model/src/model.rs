@@ -696,14 +696,15 @@ fn device_top(logits: Tensor<2>, allowed: Option<&[u32]>, k: usize) -> Tensor<1,
     Tensor::from_dispatch(top)
 }
 
-/// [`top_logits`] of a row on the host.
-fn host_top(row: &[f32], allowed: Option<&[u32]>, k: usize) -> Vec<(u32, f32)> {
+/// [`top_logits`] on the host: the `k` largest of `row` above -inf (NaN never) whose bit is
+/// set in `allowed` (every one when `None`), largest first and the lower column first among
+/// equals; fewer where fewer remain, none for `k` = 0.
+pub fn host_top(row: &[f32], allowed: Option<&[u32]>, k: usize) -> Vec<(u32, f32)> {
     let mut kept: Vec<(u32, f32)> = row
         .iter()
         .enumerate()
         .filter(|&(c, &v)| {
-            v != f32::NEG_INFINITY
-                && !v.is_nan()
+            v > f32::NEG_INFINITY
                 && allowed.is_none_or(|m| m.get(c / 32).is_some_and(|w| (w >> (c % 32)) & 1 == 1))
         })
         .map(|(c, &v)| (c as u32, v))
@@ -711,10 +712,10 @@ fn host_top(row: &[f32], allowed: Option<&[u32]>, k: usize) -> Vec<(u32, f32)> {
     // Largest first, the lower column first among equals: a total order, so the selection
     // does not depend on how the sort breaks ties.
     let order = |a: &(u32, f32), b: &(u32, f32)| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0));
-    if k < kept.len() {
+    if k > 0 && k < kept.len() {
         kept.select_nth_unstable_by(k - 1, order);
-        kept.truncate(k);
     }
+    kept.truncate(k);
     kept.sort_by(order);
     kept
 }
