@@ -36,7 +36,7 @@ pub use config::{LoadOptions, ModelConfig};
 pub use device::DeviceKind;
 pub use error::{ModelError, Result};
 pub use model::{
-    Cache, MAX_TOP, Transformer, flush, host_top, read_top, read_top_async, to_vec, to_vec_async,
-    top_logits,
+    Cache, MAX_TOP, PREFILL_TILE, Transformer, flush, host_top, read_top, read_top_async, to_vec,
+    to_vec_async, top_logits,
 };
 pub use weights::{Receiving, StagedTensors};

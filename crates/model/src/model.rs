@@ -676,6 +676,11 @@ pub fn top_logits(logits: Tensor<2>, allowed: Option<&[u32]>, k: usize) -> Resul
 /// The most candidates [`top_logits`] chooses.
 pub const MAX_TOP: usize = 64;
 
+/// Prompt tokens from which a prefill multiplies them by the weights in tiles (on the wgpu
+/// device its products are kernels of their own, compiled on first use): a prompt this long
+/// runs every kernel a longer one does.
+pub const PREFILL_TILE: usize = 8;
+
 /// What [`top_logits`] gives where fewer than `k` columns remain.
 const NO_COLUMN: u32 = u32::MAX;
 

@@ -310,9 +310,15 @@ fn check_chosen_rows(device: &Device, name: &str) {
         let part_bytes = 30 * format.row_bytes(COLS).expect("whole blocks");
         let bias: Vec<f32> = (0..ROWS).map(|_| rng.float()).collect();
         let bias = Tensor::<1>::from_data(TensorData::new(bias, [ROWS]), device);
-        let layer =
-            QLinear::from_bytes_in_parts("test", &bytes, Some(bias), layout, device, part_bytes)
-                .expect("shape matches");
+        let layer = QLinear::from_bytes_in_parts(
+            "test",
+            &bytes,
+            Some(bias.clone()),
+            layout,
+            device,
+            part_bytes,
+        )
+        .expect("shape matches");
         // A decoding step's single token, a few, and more than a tile of the wgpu matmul.
         for tokens in [1, 3, TOKENS] {
             let x: Vec<f32> = (0..tokens * COLS).map(|_| rng.float()).collect();
@@ -331,7 +337,29 @@ fn check_chosen_rows(device: &Device, name: &str) {
                     );
                 }
             }
-            // The sorted ids of a mask, all in one part, and none.
+            // The whole matrix in one part gives every column the same bits: each part's
+            // product fills its own columns (in place, on the wgpu device).
+            let whole = QLinear::from_bytes("test", &bytes, Some(bias.clone()), layout, device)
+                .expect("shape matches");
+            assert_eq!(whole.parts.len(), 1);
+            let all_bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+            assert_eq!(
+                all_bits(&to_vec(whole.forward(input())).expect("readback")),
+                all_bits(&all),
+                "{name} {format} {tokens} tokens: parts against one"
+            );
+            // The sorted ids of a mask, across the parts, all in one part, and none.
+            let sorted = [0u32, 3, 29, 30, 31, 59, 60, 66];
+            let across = to_vec(layer.forward_rows(input(), &sorted)).expect("readback");
+            for t in 0..tokens {
+                for (j, &id) in sorted.iter().enumerate() {
+                    assert_eq!(
+                        across[t * sorted.len() + j].to_bits(),
+                        all[t * ROWS + id as usize].to_bits(),
+                        "{name} {format} {tokens} tokens: token {t}, sorted row {id}"
+                    );
+                }
+            }
             let one_part = to_vec(layer.forward_rows(input(), &[30, 31, 59])).expect("readback");
             assert_eq!(
                 one_part[..3],

@@ -423,15 +423,16 @@ fn gated_kernel(gate: &[f32], up: &[f32], out: &mut [f32], len: u32, #[comptime]
     }
 }
 
-/// `cache` to be written: in place when this is the only handle on it and it lies in memory
-/// order (the cache between steps); otherwise a copy, so no other tensor sees the write.
+/// `cache` (or another tensor a kernel writes part of) to be written: in place when this is
+/// the only handle on it and it lies in memory order (the cache between steps); otherwise a
+/// copy, so no other tensor sees the write.
 ///
 /// Not burn's `is_contiguous_buffer`, which also asks the buffer to be exactly the tensor's
 /// bytes: buffers come in units of the device's alignment (256 bytes under WebGPU's default
 /// limits), so a cache of another size (the miniature's, 32 values a head at an odd capacity)
 /// was copied at every step there, a launch and an allocation a layer. A binding starts at the
 /// tensor's first value, and the kernels index below its length: the padding is never reached.
-pub(super) fn writable(cache: CubeTensor) -> CubeTensor {
+pub(crate) fn writable(cache: CubeTensor) -> CubeTensor {
     if cache.can_mut() && cache.is_contiguous() {
         cache
     } else {

@@ -20,7 +20,7 @@
 #[cfg(feature = "wgpu")]
 mod cube;
 #[cfg(feature = "wgpu")]
-pub(crate) use cube::{THREADS, activate, empty_like, grid_of};
+pub(crate) use cube::{THREADS, activate, empty_like, grid_of, writable};
 #[cfg(feature = "wgpu")]
 mod cube_attention;
 mod flex;

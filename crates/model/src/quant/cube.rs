@@ -6,15 +6,15 @@
 //! computed in `f32` (no `shader-f16`, which Chrome on Linux lacks); the `f16` scales are decoded
 //! from their bits.
 
-use burn::backend::Cube;
 use burn::backend::tensor::{FloatTensor, IntTensor};
+use burn::backend::{Backend, Cube, backend_extension};
 use burn::tensor::{DType, Shape};
 use burn_cubecl::kernel::into_contiguous;
 use burn_cubecl::tensor::CubeTensor;
 use cubecl::prelude::*;
 
 use super::{QuantFormat, QuantGatedOps, QuantLayout, QuantOps};
-use crate::fused::{activate, empty_like};
+use crate::fused::{activate, empty_like, writable};
 
 /// Threads that share one output value: each sums every `THREADS`-th input, then the cube adds
 /// the partial sums. 64 fits every WebGPU device (the guaranteed minimum is 256).
@@ -22,7 +22,7 @@ const THREADS: u32 = 64;
 
 /// Tokens one cube of the matmul multiplies by the same decoded weights, when there are that
 /// many (a prefill); a single token (decoding) gets a kernel of its own with a tile of one.
-const TOKEN_TILE: u32 = 8;
+const TOKEN_TILE: u32 = crate::model::PREFILL_TILE as u32;
 
 /// The most cubes a grid dimension may hold (WebGPU's `maxComputeWorkgroupsPerDimension`).
 const MAX_CUBES: u32 = 65_535;
@@ -308,14 +308,16 @@ fn sum_partials(partial: &mut Shared<[f32]>, #[comptime] groups: u32) {
     }
 }
 
-/// `out[token, row] = Σ_col W[row, col] · x[token, col] (+ bias[row])` for one row and a tile
+/// `out[token, column + row] = Σ_col W[row, col] · x[token, col] (+ bias[row])` for one row and a tile
 /// of up to `tile` tokens per cube, where `W` is the matrices `a`, `b`, `c` stacked (`rows_a`,
 /// `rows_b`, `rows_c` rows of one width, each of its own format; a layer's Q, K and V in one
 /// launch), each with its rows of `bias` (the biases end to end) when its flag says so: six
 /// storage buffers and the launch's info, within WebGPU's eight. Each eight weights are
 /// decoded once for the whole tile, so a prefill reads the matrix once per tile rather than
 /// once per token; decoding one token gets `tile = 1`. Rows run over cube positions x and y
-/// (a grid dimension holds at most 65,535 cubes), tiles over z.
+/// (a grid dimension holds at most 65,535 cubes), tiles over z. `out` is `out_width` values a
+/// token, of which this product fills those from `out_column` (a matrix held in parts fills
+/// one output part by part).
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn quant_matmul_kernel<N: Size>(
@@ -334,6 +336,8 @@ fn quant_matmul_kernel<N: Size>(
     row_bytes_c: u32,
     tokens: u32,
     first_tile: u32,
+    out_width: u32,
+    out_column: u32,
     #[comptime] tile: u32,
     #[comptime] width: u32,
     #[comptime] formats: [QuantFormat; 3],
@@ -413,7 +417,7 @@ fn quant_matmul_kernel<N: Size>(
         } else if comptime!(biased[2]) {
             y += bias[row as usize];
         }
-        out[((first + UNIT_POS) * rows + row) as usize] = y;
+        out[((first + UNIT_POS) * out_width + out_column + row) as usize] = y;
     }
 }
 
@@ -493,11 +497,11 @@ fn quant_gated_kernel<N: Size>(
     }
 }
 
-/// `out[token, i] = Σ_col W[ids[i], col] · x[token, col]` for one id and a tile of up to `tile`
-/// tokens per cube: [`quant_matmul_kernel`]'s sums of the id's row (the same partial sums and
-/// the same tree), so that each value is the whole product's in that row. The output head
-/// under a grammar: the logits of the allowed tokens only. Ids run over cube positions x and
-/// y, tiles over z.
+/// `out[token, column + i] = Σ_col W[ids[i], col] · x[token, col]` for one id and a tile of up
+/// to `tile` tokens per cube: [`quant_matmul_kernel`]'s sums of the id's row (the same partial
+/// sums and the same tree), so that each value is the whole product's in that row. The output
+/// head under a grammar: the logits of the allowed tokens only. Ids run over cube positions x
+/// and y, tiles over z; `out` is laid out as [`quant_matmul_kernel`]'s.
 #[cube(launch)]
 #[allow(clippy::too_many_arguments)]
 fn quant_matmul_rows_kernel<N: Size>(
@@ -511,6 +515,8 @@ fn quant_matmul_rows_kernel<N: Size>(
     row_bytes: u32,
     tokens: u32,
     first_tile: u32,
+    out_width: u32,
+    out_column: u32,
     #[comptime] tile: u32,
     #[comptime] width: u32,
     #[comptime] format: QuantFormat,
@@ -548,7 +554,8 @@ fn quant_matmul_rows_kernel<N: Size>(
     sync_cube();
     sum_partials(&mut partial, tile);
     if UNIT_POS < here && i < count {
-        out[((first + UNIT_POS) * count + i) as usize] = partial[(UNIT_POS * THREADS) as usize];
+        let at = (first + UNIT_POS) * out_width + out_column + i;
+        out[at as usize] = partial[(UNIT_POS * THREADS) as usize];
     }
 }
 
@@ -576,16 +583,22 @@ fn store_row_chunk(
 }
 
 /// Eight values per unit, decoded as the matmul decodes them: `out[i, 8k..8k + 8] =
-/// W[ids[i], 8k..8k + 8]`.
+/// W[ids[i], 8k..8k + 8]`, where `W` is rows `first..first + rows` of a table held in parts:
+/// only the rows of ids in this part are written (or past it, for the last part), so that the
+/// parts, launched in turn on one `out`, give every id's row (as [`quant_owned_row_kernel`]
+/// does for one).
 #[cube(launch)]
+#[allow(clippy::too_many_arguments)]
 fn quant_rows_kernel(
     blocks: &[u32],
     ids: &[u32],
     out: &mut [f32],
+    first: u32,
     rows: u32,
     cols: u32,
     row_bytes: u32,
     total_chunks: u32,
+    last: u32,
     #[comptime] format: QuantFormat,
 ) {
     let at = ABSOLUTE_POS as u32;
@@ -593,9 +606,13 @@ fn quant_rows_kernel(
         let chunks = cols.div_ceil(8);
         let i = at / chunks;
         let k = at % chunks;
-        // Ids are checked against the vocabulary by the model; a stray one reads the last row.
-        let row = min(ids[i as usize], rows - 1);
-        store_row_chunk(blocks, row * row_bytes, k, cols, out, i * cols, format);
+        let id = ids[i as usize];
+        if id >= first && (id - first < rows || last == 1) {
+            // Ids are checked against the vocabulary by the model; a stray one reads the
+            // last row.
+            let row = min(id - first, rows - 1);
+            store_row_chunk(blocks, row * row_bytes, k, cols, out, i * cols, format);
+        }
     }
 }
 
@@ -664,15 +681,179 @@ impl ProductGrid {
     }
 }
 
+/// Products written into columns of a wider output (see [`Columns`]), on the wgpu device only:
+/// the CPU joins parts by copying, which costs it no compiling.
+#[backend_extension(Cube)]
+pub trait QuantPartOps: Backend {
+    /// [`QuantOps::quant_matmul`] written into columns `first..first + rows` of `out`
+    /// (`[tokens, width]`), which it returns.
+    fn quant_matmul_into(
+        x: FloatTensor<Self>,
+        blocks: IntTensor<Self>,
+        layout: QuantLayout,
+        out: FloatTensor<Self>,
+        first: usize,
+    ) -> FloatTensor<Self>;
+
+    /// [`QuantOps::quant_matmul_rows`] written into columns `first..first + ids` of `out`
+    /// (`[tokens, width]`), which it returns.
+    fn quant_matmul_rows_into(
+        x: FloatTensor<Self>,
+        blocks: IntTensor<Self>,
+        ids: IntTensor<Self>,
+        layout: QuantLayout,
+        out: FloatTensor<Self>,
+        first: usize,
+    ) -> FloatTensor<Self>;
+
+    /// [`QuantOps::quant_rows`] of a table's part `blocks` (its rows `first..first + rows`),
+    /// for `ids` of the whole table: the rows of the ids in this part (and past it, clamped
+    /// to its last row, when `last`) written into `out` (`[ids, cols]`), which it returns;
+    /// the others left as they are.
+    fn quant_rows_into(
+        blocks: IntTensor<Self>,
+        ids: IntTensor<Self>,
+        layout: QuantLayout,
+        out: FloatTensor<Self>,
+        first: usize,
+        last: bool,
+    ) -> FloatTensor<Self>;
+}
+
+impl QuantPartOps for Cube {
+    fn quant_matmul_into(
+        x: FloatTensor<Self>,
+        blocks: IntTensor<Self>,
+        layout: QuantLayout,
+        out: FloatTensor<Self>,
+        first: usize,
+    ) -> FloatTensor<Self> {
+        let blocks = [blocks.clone(), blocks.clone(), blocks];
+        let none = QuantLayout { rows: 0, ..layout };
+        let into = Some(Columns { out, first });
+        matmul_stacked(x, blocks, [layout, none, none], None, [false; 3], into)
+    }
+
+    fn quant_matmul_rows_into(
+        x: FloatTensor<Self>,
+        blocks: IntTensor<Self>,
+        ids: IntTensor<Self>,
+        layout: QuantLayout,
+        out: FloatTensor<Self>,
+        first: usize,
+    ) -> FloatTensor<Self> {
+        matmul_rows(x, blocks, ids, layout, Some(Columns { out, first }))
+    }
+
+    fn quant_rows_into(
+        blocks: IntTensor<Self>,
+        ids: IntTensor<Self>,
+        layout: QuantLayout,
+        out: FloatTensor<Self>,
+        first: usize,
+        last: bool,
+    ) -> FloatTensor<Self> {
+        rows_into(blocks, ids, layout, out, first, last)
+    }
+}
+
+/// Columns of an output wider than one product: `out` (`[tokens, width]`), from `first` on. A
+/// matrix held in parts (each within a binding's size: Gemma 3's output head is two) fills
+/// one output part by part, rather than each part its own and a join copying them: burn's
+/// join is a kernel whose variants follow the parts' widths, so under a grammar, whose masks
+/// allow a different number of tokens in each part every step, new ones kept compiling
+/// during requests.
+pub(crate) struct Columns {
+    pub out: CubeTensor,
+    pub first: usize,
+}
+
+/// The output of a product of `rows` rows over `tokens` tokens beside `x`, its width and the
+/// first column the product fills: a new one, or `into`'s (written in place when no other
+/// tensor holds it, as [`writable`] decides).
+fn output(
+    x: &CubeTensor,
+    tokens: usize,
+    rows: usize,
+    into: Option<Columns>,
+) -> (CubeTensor, usize, usize) {
+    match into {
+        None => (empty_like(x, Shape::new([tokens, rows])), rows, 0),
+        Some(Columns { out, first }) => {
+            let out = writable(out);
+            let [held, width] = [0, 1].map(|d| out.meta.shape()[d]);
+            // The callers' contract (`QLinear`'s parts): a product past the output's last
+            // column or token would write outside it.
+            assert!(
+                held == tokens && first + rows <= width,
+                "columns {first}..{} of {tokens} tokens into an output of {held} × {width}",
+                first + rows
+            );
+            (out, width, first)
+        }
+    }
+}
+
+/// `x` times rows `ids` of the matrix: `[tokens, ids]`, or written into `into`'s columns.
+fn matmul_rows(
+    x: CubeTensor,
+    blocks: CubeTensor,
+    ids: CubeTensor,
+    layout: QuantLayout,
+    into: Option<Columns>,
+) -> CubeTensor {
+    let x = into_contiguous(x);
+    let blocks = into_contiguous(blocks);
+    let count = ids.meta.shape()[0];
+    let ids = u32_ids(ids);
+    let (tokens, cols) = (x.meta.shape()[0], layout.cols);
+    let (out, out_width, out_column) = output(&x, tokens, count, into);
+    if count == 0 || tokens == 0 {
+        return out;
+    }
+    let grid = ProductGrid::new(count, tokens, cols);
+    for (cubes, first) in grid.launches() {
+        // SAFETY: as in `matmul_stacked`: each buffer is bound with its length (the ids with
+        // `count`, x with `tokens × cols` values, out with `tokens × out_width`, of which the
+        // kernel writes columns `out_column..out_column + count`, within the width); the
+        // kernel clamps every id to the matrix's rows.
+        unsafe {
+            quant_matmul_rows_kernel::launch(
+                &out.client,
+                cubes,
+                CubeDim::new_1d(THREADS),
+                grid.width as usize,
+                BufferArg::from_raw_parts(blocks.handle.clone(), blocks.meta.shape()[0]),
+                BufferArg::from_raw_parts(ids.clone(), count),
+                BufferArg::from_raw_parts(x.handle.clone(), tokens * cols / grid.width as usize),
+                BufferArg::from_raw_parts(out.handle.clone(), tokens * out_width),
+                count as u32,
+                layout.rows as u32,
+                cols as u32,
+                row_bytes(layout),
+                tokens as u32,
+                first,
+                out_width as u32,
+                out_column as u32,
+                grid.tile,
+                grid.width,
+                layout.format,
+            );
+        }
+    }
+    out
+}
+
 /// `x · [A; B; C]ᵀ (+ biases)` for up to three matrices of one width, each of its own format
-/// (`layouts`; a matrix with no rows is not read): `[tokens, Σ rows]`. `bias` is the biases
-/// end to end, each added where `biased` says.
+/// (`layouts`; a matrix with no rows is not read): `[tokens, Σ rows]`, or written into `into`'s
+/// columns. `bias` is the biases end to end, each added where `biased` says.
 fn matmul_stacked(
     x: CubeTensor,
     blocks: [CubeTensor; 3],
     layouts: [QuantLayout; 3],
     bias: Option<CubeTensor>,
     biased: [bool; 3],
+    into: Option<Columns>,
 ) -> CubeTensor {
     let x = into_contiguous(x);
     let blocks = blocks.map(into_contiguous);
@@ -681,10 +862,10 @@ fn matmul_stacked(
     let cols = layouts[0].cols;
     let tokens = x.meta.shape()[0];
     let total: usize = layouts.iter().map(|l| l.rows).sum();
-    let out = empty_like(&x, Shape::new([tokens, total]));
+    let (out, out_width, out_column) = output(&x, tokens, total, into);
     let grid = ProductGrid::new(total, tokens, cols);
     let x_len = tokens * cols;
-    let out_len = tokens * total;
+    let out_len = tokens * out_width;
     let formats = layouts.map(|l| l.format);
     // Biases short of Σ rows (not `QLinear::stacked_bias`'s) are not read.
     let bias = bias
@@ -724,6 +905,8 @@ fn matmul_stacked(
                 row_bytes(layouts[2]),
                 tokens as u32,
                 first,
+                out_width as u32,
+                out_column as u32,
                 grid.tile,
                 grid.width,
                 formats,
@@ -791,7 +974,7 @@ impl QuantOps for Cube {
     ) -> FloatTensor<Self> {
         let blocks = [blocks.clone(), blocks.clone(), blocks];
         let none = QuantLayout { rows: 0, ..layout };
-        matmul_stacked(x, blocks, [layout, none, none], None, [false; 3])
+        matmul_stacked(x, blocks, [layout, none, none], None, [false; 3], None)
     }
 
     fn quant_matmul_stacked(
@@ -803,7 +986,7 @@ impl QuantOps for Cube {
         bias: FloatTensor<Self>,
         biased: [bool; 3],
     ) -> FloatTensor<Self> {
-        matmul_stacked(x, [a, b, c], layouts, Some(bias), biased)
+        matmul_stacked(x, [a, b, c], layouts, Some(bias), biased, None)
     }
 
     fn quant_matmul_rows(
@@ -812,46 +995,7 @@ impl QuantOps for Cube {
         ids: IntTensor<Self>,
         layout: QuantLayout,
     ) -> FloatTensor<Self> {
-        let x = into_contiguous(x);
-        let blocks = into_contiguous(blocks);
-        let count = ids.meta.shape()[0];
-        let ids = u32_ids(ids);
-        let (tokens, cols) = (x.meta.shape()[0], layout.cols);
-        let out = empty_like(&x, Shape::new([tokens, count]));
-        if count == 0 || tokens == 0 {
-            return out;
-        }
-        let grid = ProductGrid::new(count, tokens, cols);
-        for (cubes, first) in grid.launches() {
-            // SAFETY: as in `matmul_stacked`: each buffer is bound with its length (the ids
-            // with `count`, x with `tokens × cols` values, out with `tokens × count`); the
-            // kernel clamps every id to the matrix's rows.
-            unsafe {
-                quant_matmul_rows_kernel::launch(
-                    &out.client,
-                    cubes,
-                    CubeDim::new_1d(THREADS),
-                    grid.width as usize,
-                    BufferArg::from_raw_parts(blocks.handle.clone(), blocks.meta.shape()[0]),
-                    BufferArg::from_raw_parts(ids.clone(), count),
-                    BufferArg::from_raw_parts(
-                        x.handle.clone(),
-                        tokens * cols / grid.width as usize,
-                    ),
-                    BufferArg::from_raw_parts(out.handle.clone(), tokens * count),
-                    count as u32,
-                    layout.rows as u32,
-                    cols as u32,
-                    row_bytes(layout),
-                    tokens as u32,
-                    first,
-                    grid.tile,
-                    grid.width,
-                    layout.format,
-                );
-            }
-        }
-        out
+        matmul_rows(x, blocks, ids, layout, None)
     }
 
     fn quant_rows(
@@ -859,36 +1003,59 @@ impl QuantOps for Cube {
         ids: IntTensor<Self>,
         layout: QuantLayout,
     ) -> FloatTensor<Self> {
-        let blocks = into_contiguous(blocks);
-        let client = blocks.client.clone();
         let count = ids.meta.shape()[0];
-        let ids_handle = u32_ids(ids);
         let out = empty_like(&blocks, Shape::new([count, layout.cols]));
-        let row_bytes = row_bytes(layout);
-        let total = count * layout.cols;
-        let total_chunks = count * layout.cols.div_ceil(8);
-        let cube_dim = CubeDim::new_1d(THREADS);
-        let cubes = (total_chunks as u32).div_ceil(THREADS);
-        let across = cubes.clamp(1, MAX_CUBES);
-        let words = blocks.meta.shape()[0];
-        // SAFETY: as above; the kernel clamps every id to the rows of the matrix.
-        unsafe {
-            quant_rows_kernel::launch(
-                &client,
-                CubeCount::Static(across, cubes.div_ceil(across), 1),
-                cube_dim,
-                BufferArg::from_raw_parts(blocks.handle.clone(), words),
-                BufferArg::from_raw_parts(ids_handle, count),
-                BufferArg::from_raw_parts(out.handle.clone(), total),
-                layout.rows as u32,
-                layout.cols as u32,
-                row_bytes,
-                total_chunks as u32,
-                layout.format,
-            );
-        }
-        out
+        rows_into(blocks, ids, layout, out, 0, true)
     }
+}
+
+/// [`quant_rows_kernel`]: the rows of `ids` that fall in the part `blocks` (rows `first..` of
+/// the table; and past it when `last`) written into `out` (`[ids, cols]`), which it returns.
+fn rows_into(
+    blocks: CubeTensor,
+    ids: CubeTensor,
+    layout: QuantLayout,
+    out: CubeTensor,
+    first: usize,
+    last: bool,
+) -> CubeTensor {
+    let blocks = into_contiguous(blocks);
+    let client = blocks.client.clone();
+    let count = ids.meta.shape()[0];
+    let ids_handle = u32_ids(ids);
+    let out = writable(out);
+    assert_eq!(
+        out.meta.shape().num_elements(),
+        count * layout.cols,
+        "rows of {count} ids into an output of another size"
+    );
+    let row_bytes = row_bytes(layout);
+    let total = count * layout.cols;
+    let total_chunks = count * layout.cols.div_ceil(8);
+    let cube_dim = CubeDim::new_1d(THREADS);
+    let cubes = (total_chunks as u32).div_ceil(THREADS);
+    let across = cubes.clamp(1, MAX_CUBES);
+    let words = blocks.meta.shape()[0];
+    // SAFETY: each buffer is bound with its length (`out` with the ids' rows, checked
+    // above); the kernel clamps every id to the part's rows.
+    unsafe {
+        quant_rows_kernel::launch(
+            &client,
+            CubeCount::Static(across, cubes.div_ceil(across), 1),
+            cube_dim,
+            BufferArg::from_raw_parts(blocks.handle.clone(), words),
+            BufferArg::from_raw_parts(ids_handle, count),
+            BufferArg::from_raw_parts(out.handle.clone(), total),
+            first as u32,
+            layout.rows as u32,
+            layout.cols as u32,
+            row_bytes,
+            total_chunks as u32,
+            u32::from(last),
+            layout.format,
+        );
+    }
+    out
 }
 
 /// One row of a part of an embedding table (rows `first..first + rows` of the whole), for the

@@ -290,6 +290,22 @@ impl QLinear {
     /// - `x`: `[tokens, cols]`
     /// - output: `[tokens, rows]`
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
+        #[cfg(feature = "wgpu")]
+        if self.fills_one_output(&x) {
+            use cube::QuantPartOps;
+            let mut out = Tensor::<2>::empty([x.dims()[0], self.layout.rows], &x.device());
+            for (p, blocks) in self.parts.iter().enumerate() {
+                let (first, layout) = self.part(p);
+                out = Tensor::from_dispatch(<Dispatch as QuantPartOps>::quant_matmul_into(
+                    x.clone().into_dispatch(),
+                    blocks.clone().into_dispatch(),
+                    layout,
+                    out.into_dispatch(),
+                    first,
+                ));
+            }
+            return self.with_bias(out);
+        }
         let mut outputs: Vec<Tensor<2>> = self
             .parts
             .iter()
@@ -307,10 +323,22 @@ impl QLinear {
             1 => outputs.swap_remove(0),
             _ => Tensor::cat(outputs, 1),
         };
+        self.with_bias(y)
+    }
+
+    /// `y` plus the bias, when there is one.
+    fn with_bias(&self, y: Tensor<2>) -> Tensor<2> {
         match &self.bias {
             Some(b) => y + b.val().unsqueeze::<2>(),
             None => y,
         }
+    }
+
+    /// Whether the parts' products fill one output in place (see `cube::Columns`): on the wgpu
+    /// device, when there are several. The CPU joins them by copying, which compiles nothing.
+    #[cfg(feature = "wgpu")]
+    fn fills_one_output(&self, x: &Tensor<2>) -> bool {
+        self.parts.len() > 1 && !crate::device::is_cpu(&x.device())
     }
 
     /// The products with rows `ids` only (columns `ids` of [`QLinear::forward`], the same
@@ -330,6 +358,10 @@ impl QLinear {
         // Each part's ids, in their order, then where each id's column lands.
         let mut order: Vec<usize> = Vec::with_capacity(ids.len());
         let mut outputs: Vec<Tensor<2>> = Vec::new();
+        #[cfg(feature = "wgpu")]
+        let mut filled = self
+            .fills_one_output(&x)
+            .then(|| Tensor::<2>::empty([x.dims()[0], ids.len()], &device));
         for (p, blocks) in self.parts.iter().enumerate() {
             let (first, layout) = self.part(p);
             let end = first + layout.rows;
@@ -344,6 +376,22 @@ impl QLinear {
                 TensorData::new(local, [here.len()]),
                 (&device, DType::U32),
             );
+            #[cfg(feature = "wgpu")]
+            if let Some(out) = filled.take() {
+                use cube::QuantPartOps;
+                filled = Some(Tensor::from_dispatch(
+                    <Dispatch as QuantPartOps>::quant_matmul_rows_into(
+                        x.clone().into_dispatch(),
+                        blocks.clone().into_dispatch(),
+                        local.into_dispatch(),
+                        layout,
+                        out.into_dispatch(),
+                        order.len(),
+                    ),
+                ));
+                order.extend(here);
+                continue;
+            }
             outputs.push(Tensor::<2>::from_dispatch(
                 <Dispatch as QuantOps>::quant_matmul_rows(
                     x.clone().into_dispatch(),
@@ -353,6 +401,10 @@ impl QLinear {
                 ),
             ));
             order.extend(here);
+        }
+        #[cfg(feature = "wgpu")]
+        if let Some(out) = filled {
+            outputs.push(out);
         }
         let y = match outputs.len() {
             1 => outputs.swap_remove(0),
@@ -507,6 +559,28 @@ impl QLinear {
     /// - output: `[ids, cols]`
     pub fn rows_of(&self, ids: &[u32]) -> Tensor<2> {
         let device = self.parts[0].device();
+        #[cfg(feature = "wgpu")]
+        if self.parts.len() > 1 && !crate::device::is_cpu(&device) {
+            // Each part writes its ids' rows into one output (see `cube::Columns`).
+            use cube::QuantPartOps;
+            let all = Tensor::<1, Int>::from_data(
+                TensorData::new(ids.to_vec(), [ids.len()]),
+                (&device, DType::U32),
+            );
+            let mut out = Tensor::<2>::empty([ids.len(), self.layout.cols], &device);
+            for (p, blocks) in self.parts.iter().enumerate() {
+                let (first, layout) = self.part(p);
+                out = Tensor::from_dispatch(<Dispatch as QuantPartOps>::quant_rows_into(
+                    blocks.clone().into_dispatch(),
+                    all.clone().into_dispatch(),
+                    layout,
+                    out.into_dispatch(),
+                    first,
+                    p + 1 == self.parts.len(),
+                ));
+            }
+            return out;
+        }
         let mut out: Option<Tensor<2>> = None;
         for (p, blocks) in self.parts.iter().enumerate() {
             let (first, layout) = self.part(p);
