@@ -7,7 +7,8 @@ use std::sync::Arc;
 use stampo_gguf::Gguf;
 use stampo_grammar::vocab::Vocabulary as GrammarVocabulary;
 use stampo_model::{
-    Cache, LoadOptions, MAX_TOP, Transformer, read_top_async, to_vec, to_vec_async, top_logits,
+    Cache, LoadOptions, MAX_TOP, PREFILL_TILE, Transformer, read_top_async, to_vec, to_vec_async,
+    top_logits,
 };
 use stampo_tokenizer::{ChatTemplate, Tokenizer};
 
@@ -53,14 +54,44 @@ impl ModelSource {
         self.cache.capacity()
     }
 
-    /// Runs one token through the model and forgets it, so the first request does not pay for
-    /// what a device does once: on WebGPU, compiling every kernel's pipeline (the choice of
-    /// the most likely tokens included). The KV cache is left empty.
+    /// Runs what a request runs through the model and forgets it, so that the first request
+    /// does not pay for what a device does once: on the wgpu device (WebGPU in the browser),
+    /// compiling each kernel's pipeline on first use. After a warm-up of one token, the
+    /// host's side of that alone (the noop backend) was 89–260 ms of the first prompt and
+    /// 40–42 ms of the first step under a dense mask; on lavapipe Gemma 3's first prompt
+    /// waited 4.2 s more than its second (bench/README.md, "Every kernel compiled before the
+    /// first request"). On the CPU, where nothing compiles, one token. The KV cache is left
+    /// empty.
     pub async fn warm_up(&mut self) -> Result<(), BoxError> {
         self.begin(&[])?;
-        let result = self.submit_top(&[0], &mut || None, 1).await;
+        let result = self.warm_up_passes().await;
         self.begin(&[])?;
-        result.map(drop)
+        result
+    }
+
+    /// [`ModelSource::warm_up`]'s passes, each as far as the cache holds it: a prompt of
+    /// [`PREFILL_TILE`] tokens (a prefill's products, in tiles of tokens); a step whose mask
+    /// allows one token (the first decoding step, recorded for replay, and the head's rows
+    /// of the allowed tokens); one whose mask allows all (the whole head, the most likely
+    /// among the allowed); one without a mask (the most likely of the row).
+    async fn warm_up_passes(&mut self) -> Result<(), BoxError> {
+        if stampo_model::device::is_cpu(&self.model.device()) {
+            return self.submit_top(&[0], &mut || None, 1).await.map(drop);
+        }
+        let words = self.model.vocab_size().div_ceil(32);
+        let mut one = vec![0u32; words];
+        one[0] = 1;
+        let all = vec![u32::MAX; words];
+        let capacity = self.cache.capacity();
+        if capacity > PREFILL_TILE + 2 {
+            self.submit_top(&[0; PREFILL_TILE], &mut || None, 1).await?;
+        }
+        for mask in [Some(one), Some(all), None] {
+            if self.cache.position() < capacity {
+                self.submit_top(&[0], &mut || mask.clone(), 1).await?;
+            }
+        }
+        Ok(())
     }
 
     /// Queues the forward pass of `tokens`; the logits stay on the device.

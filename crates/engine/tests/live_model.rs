@@ -230,12 +230,17 @@ fn on_the_wgpu_device_requests_run_through_the_async_loop() {
     let bytes = std::fs::read(&path).expect("the model file reads");
     let mut gpu = LoadedModel::load(&bytes, &device, 256).expect("SmolLM2 loads on wgpu");
     let mut cpu = load().expect("SmolLM2 loads on the CPU");
+    // The warm-up's passes (a prompt, steps under masks) are forgotten, and its first step
+    // was recorded for replay.
+    stampo_engine::block_on(gpu.source.warm_up()).expect("warm-up");
+    assert_eq!(gpu.source.step_graphs(), Some("recorded"));
     let probe = json!({"prompt": "The capital of France is", "n_predict": 2, "temperature": 0});
     let (on_cpu, on_gpu) = (run(&mut cpu, probe.clone()), run(&mut gpu, probe));
     assert_eq!(
         on_gpu.output.tokens[0], on_cpu.output.tokens[0],
         "the same first token"
     );
+    assert_eq!(on_gpu.output.timings.cache_n, 0, "the warm-up is forgotten");
     let city = json!({
         "prompt": "The capital of France is",
         "n_predict": 8,

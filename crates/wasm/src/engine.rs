@@ -116,7 +116,8 @@ impl EngineCore {
         })
     }
 
-    /// Runs one token through the model and forgets it (see [`ModelSource::warm_up`]).
+    /// Runs what a request runs through the model and forgets it (see
+    /// [`ModelSource::warm_up`]).
     ///
     /// [`ModelSource::warm_up`]: stampo_engine::ModelSource::warm_up
     pub async fn warm_up(&mut self) -> CoreResult<()> {
@@ -423,8 +424,9 @@ impl Engine {
             .map_err(|(code, message)| js_error(code, &message))
     }
 
-    /// Runs one token through the model and forgets it, so the first request does not pay
-    /// for compiling the device's kernels (WebGPU). Resolves when done.
+    /// Runs what a request runs through the model (on WebGPU a prompt and steps under masks;
+    /// on the CPU one token) and forgets it, so the first request does not pay for compiling
+    /// the device's kernels (WebGPU). Resolves when done.
     #[wasm_bindgen(js_name = warmUp)]
     pub async fn warm_up(&mut self) -> Result<(), JsValue> {
         self.core
