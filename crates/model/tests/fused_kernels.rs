@@ -536,6 +536,34 @@ fn attention_matches_the_reference_with_and_without_a_window() {
                 1e-3,
                 1e-3,
             );
+            // The queries as a prefill has them: the first columns of each token's Q/K/V
+            // row (here 64 more values a row, a view rather than a copy), read in place.
+            let extra = 64;
+            let rows: Vec<f32> = (0..tokens)
+                .flat_map(|t| {
+                    let row = &q[t * heads * dim..(t + 1) * heads * dim];
+                    row.iter().copied().chain((0..extra).map(|i| i as f32))
+                })
+                .collect();
+            let in_rows = tensor(&rows, [tokens, heads * dim + extra], device)
+                .narrow(1, 0, heads * dim)
+                .reshape([tokens, heads, dim]);
+            let from_rows = read(fused::attention(
+                in_rows,
+                tensor(&keys, [kv, capacity, dim], device),
+                tensor(&values, [kv, capacity, dim], device),
+                start,
+                &position_tensor(start, device),
+                window,
+                scale as f32,
+            ));
+            assert!(
+                from_rows
+                    .iter()
+                    .zip(&got)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "attention over queries in wider rows, {start} + {tokens}, window {window}"
+            );
         }
     }
 }

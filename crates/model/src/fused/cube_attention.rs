@@ -80,13 +80,16 @@ fn add_weighted_values(
 /// passes over the keys: maximum, sum, then the weighted values, so each probability is
 /// exactly `e^(s - max) / sum` and can be rounded to `f16` as llama.cpp's are). Up to
 /// [`KEPT_SCORES`] keys, the first pass keeps its scores in shared memory for the other two;
-/// past that, they compute them again.
+/// past that, they compute them again. A token's queries are `q_stride` values after the
+/// previous token's: a prefill reads them in place from the Q/K/V product's rows.
 #[cube(launch)]
+#[allow(clippy::too_many_arguments)]
 fn attention_kernel(
     q: &[f32],
     keys: &[f32],
     values: &[f32],
     out: &mut [f32],
+    q_stride: u32,
     heads: u32,
     kv_heads: u32,
     capacity: u32,
@@ -106,7 +109,8 @@ fn attention_kernel(
         0u32
     };
     let count = end - first;
-    let q_at = (token * heads + head) * dim;
+    let q_at = token * q_stride + head * dim;
+    let out_at = (token * heads + head) * dim;
     let cache_at = kv_head * capacity * dim;
 
     let mut q_row = Shared::<[f32]>::new_slice(dim as usize);
@@ -184,7 +188,7 @@ fn attention_kernel(
     for r in 0..per_unit {
         let d = UNIT_POS + r * THREADS;
         if d < dim {
-            out[(q_at + d) as usize] = acc[r as usize];
+            out[(out_at + d) as usize] = acc[r as usize];
         }
     }
 }
@@ -419,7 +423,6 @@ impl FusedAttention for Cube {
         window: usize,
         scale: f32,
     ) -> FloatTensor<Self> {
-        let q = into_contiguous(q);
         let position = into_contiguous(position);
         let keys = into_contiguous(keys);
         let values = into_contiguous(values);
@@ -430,21 +433,35 @@ impl FusedAttention for Cube {
         let out = empty_like(&q, Shape::new([tokens, heads * dim]));
         let splits = splits(tokens, start, window);
         if splits > 0 {
+            let q = into_contiguous(q);
             split_attention(&q, &keys, &values, &out, &position, window, scale, splits);
             return out;
         }
-        // SAFETY: cube (head, token) reads its query row, and keys and values of positions
-        // below `start + token + 1 ≤ capacity` (checked by the model), of kv head
-        // `head / (heads / kv_heads) < kv_heads`.
+        // Each token's heads side by side, tokens `q_stride` apart (the Q columns of a
+        // prefill's Q/K/V rows) are read where they are rather than copied first.
+        let strides = q.meta.strides();
+        let rows = tokens > 1 && strides[2] == 1 && strides[1] == dim;
+        let (q, q_stride) = if rows {
+            let stride = strides[0];
+            (q, stride)
+        } else {
+            (into_contiguous(q), heads * dim)
+        };
+        let q_len = tokens.saturating_sub(1) * q_stride + heads * dim;
+        // SAFETY: cube (head, token) reads its query row (`token · q_stride + head · dim`,
+        // `dim` values, within the `q_len` values bound from the view's first), and keys and
+        // values of positions below `start + token + 1 ≤ capacity` (checked by the model), of
+        // kv head `head / (heads / kv_heads) < kv_heads`.
         unsafe {
             attention_kernel::launch(
                 &q.client,
                 CubeCount::Static(heads as u32, tokens as u32, 1),
                 CubeDim::new_1d(THREADS),
-                BufferArg::from_raw_parts(q.handle.clone(), len(&q)),
+                BufferArg::from_raw_parts(q.handle.clone(), q_len),
                 BufferArg::from_raw_parts(keys.handle.clone(), len(&keys)),
                 BufferArg::from_raw_parts(values.handle.clone(), len(&values)),
                 BufferArg::from_raw_parts(out.handle.clone(), len(&out)),
+                q_stride as u32,
                 heads as u32,
                 kv_heads as u32,
                 capacity as u32,

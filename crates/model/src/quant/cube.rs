@@ -308,11 +308,11 @@ fn sum_partials(partial: &mut Shared<[f32]>, #[comptime] groups: u32) {
     }
 }
 
-/// `out[token, column + row] = Σ_col W[row, col] · x[token, col] (+ bias[row])` for one row and a tile
-/// of up to `tile` tokens per cube, where `W` is the matrices `a`, `b`, `c` stacked (`rows_a`,
-/// `rows_b`, `rows_c` rows of one width, each of its own format; a layer's Q, K and V in one
-/// launch), each with its rows of `bias` (the biases end to end) when its flag says so: six
-/// storage buffers and the launch's info, within WebGPU's eight. Each eight weights are
+/// `out[token, column + row] = Σ_col W[row, col] · x[token, col] (+ bias[row])` for one row
+/// and a tile of up to `tile` tokens per cube, where `W` is the matrices `a`, `b`, `c` stacked
+/// (`rows_a`, `rows_b`, `rows_c` rows of one width, each of its own format; a layer's Q, K and
+/// V in one launch), each with its rows of `bias` (the biases end to end) when its flag says
+/// so: six storage buffers and the launch's info, within WebGPU's eight. Each eight weights are
 /// decoded once for the whole tile, so a prefill reads the matrix once per tile rather than
 /// once per token; decoding one token gets `tile = 1`. Rows run over cube positions x and y
 /// (a grid dimension holds at most 65,535 cubes), tiles over z. `out` is `out_width` values a
@@ -763,9 +763,9 @@ impl QuantPartOps for Cube {
 /// join is a kernel whose variants follow the parts' widths, so under a grammar, whose masks
 /// allow a different number of tokens in each part every step, new ones kept compiling
 /// during requests.
-pub(crate) struct Columns {
-    pub out: CubeTensor,
-    pub first: usize,
+struct Columns {
+    out: CubeTensor,
+    first: usize,
 }
 
 /// The output of a product of `rows` rows over `tokens` tokens beside `x`, its width and the

@@ -291,7 +291,7 @@ impl QLinear {
     /// - output: `[tokens, rows]`
     pub fn forward(&self, x: Tensor<2>) -> Tensor<2> {
         #[cfg(feature = "wgpu")]
-        if self.fills_one_output(&x) {
+        if self.fills_one_output(&x.device()) {
             use cube::QuantPartOps;
             let mut out = Tensor::<2>::empty([x.dims()[0], self.layout.rows], &x.device());
             for (p, blocks) in self.parts.iter().enumerate() {
@@ -334,11 +334,12 @@ impl QLinear {
         }
     }
 
-    /// Whether the parts' products fill one output in place (see `cube::Columns`): on the wgpu
-    /// device, when there are several. The CPU joins them by copying, which compiles nothing.
+    /// Whether the parts' products (or rows) fill one output in place (see `cube::Columns`): on
+    /// the wgpu device, when there are several. The CPU joins them by copying, which compiles
+    /// nothing.
     #[cfg(feature = "wgpu")]
-    fn fills_one_output(&self, x: &Tensor<2>) -> bool {
-        self.parts.len() > 1 && !crate::device::is_cpu(&x.device())
+    fn fills_one_output(&self, device: &Device) -> bool {
+        self.parts.len() > 1 && !crate::device::is_cpu(device)
     }
 
     /// The products with rows `ids` only (columns `ids` of [`QLinear::forward`], the same
@@ -360,7 +361,7 @@ impl QLinear {
         let mut outputs: Vec<Tensor<2>> = Vec::new();
         #[cfg(feature = "wgpu")]
         let mut filled = self
-            .fills_one_output(&x)
+            .fills_one_output(&device)
             .then(|| Tensor::<2>::empty([x.dims()[0], ids.len()], &device));
         for (p, blocks) in self.parts.iter().enumerate() {
             let (first, layout) = self.part(p);
@@ -560,7 +561,7 @@ impl QLinear {
     pub fn rows_of(&self, ids: &[u32]) -> Tensor<2> {
         let device = self.parts[0].device();
         #[cfg(feature = "wgpu")]
-        if self.parts.len() > 1 && !crate::device::is_cpu(&device) {
+        if self.fills_one_output(&device) {
             // Each part writes its ids' rows into one output (see `cube::Columns`).
             use cube::QuantPartOps;
             let all = Tensor::<1, Int>::from_data(
