@@ -8,7 +8,7 @@ mod common;
 
 use burn::tensor::{Tensor, TensorData};
 use common::wgpu_device;
-use stampo_model::{Device, DeviceKind, MAX_TOP, read_top, top_logits};
+use stampo_model::{Device, DeviceKind, MAX_TOP, host_top, read_top, top_logits};
 use stampo_quant::sample::Rng;
 
 /// The `k` largest of `row` outside `excluded` and above -inf, by value then column.
@@ -109,4 +109,48 @@ fn cpu_top_logits_equal_a_sort() {
 fn wgpu_top_logits_equal_a_sort() {
     let Some(device) = wgpu_device() else { return };
     check(&device, "wgpu");
+}
+
+/// The host's selection alone, beyond what a device chooses: any `k` (a sampler's `top_k` of
+/// hundreds, or more than the row holds), NaN never chosen, and -0 below 0 as a sort puts them.
+#[test]
+fn host_top_equals_a_sort_for_any_k() {
+    let mut rng = Rng(0x7e57);
+    let mut row: Vec<f32> = (0..5_000)
+        .map(|_| ((rng.bits() % 40) as f32 - 20.0) * 0.25)
+        .collect();
+    row[7] = f32::NAN;
+    row[8] = -0.0;
+    row[9] = 0.0;
+    row[10] = f32::NEG_INFINITY;
+    let mut mask = vec![u32::MAX; row.len().div_ceil(32)];
+    let excluded: Vec<u32> = (0..row.len() as u32).filter(|c| c % 3 == 0).collect();
+    for &c in &excluded {
+        mask[c as usize / 32] &= !(1 << (c % 32));
+    }
+    let sorted = |excluded: &[u32], k: usize| -> Vec<(u32, f32)> {
+        let mut all: Vec<(u32, f32)> = sorted_top(&row, excluded, row.len())
+            .into_iter()
+            .filter(|(_, v)| !v.is_nan())
+            .collect();
+        all.truncate(k);
+        all
+    };
+    let bits = |v: Vec<(u32, f32)>| -> Vec<(u32, u32)> {
+        v.into_iter().map(|(c, x)| (c, x.to_bits())).collect()
+    };
+    for k in [0, 1, 40, 65, 700, 4_999, 5_000, 9_000] {
+        assert_eq!(bits(host_top(&row, None, k)), bits(sorted(&[], k)), "k {k}");
+        assert_eq!(
+            bits(host_top(&row, Some(&mask), k)),
+            bits(sorted(&excluded, k)),
+            "k {k}, masked"
+        );
+    }
+    // The zeros in a sort's order, whatever k cuts between them.
+    let zeros = [0.0f32, -0.0, 0.0, -0.0];
+    assert_eq!(
+        bits(host_top(&zeros, None, 2)),
+        bits(vec![(0, 0.0), (2, 0.0)])
+    );
 }
