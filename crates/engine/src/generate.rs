@@ -311,19 +311,18 @@ pub async fn generate_async(
             left: budget.map(|n| n as usize),
         },
     };
-    // The tokens a sampler reading only the most likely ones chooses among without a
-    // constraint: every one, or with `ignore_eos` every one but end-of-generation (when the
-    // model says its vocabulary's size).
-    let free = match (options.ignore_eos, model.vocab_size()) {
-        (false, _) => Some(None),
+    // Without a constraint, with `ignore_eos`, a sampler reading only the most likely tokens
+    // chooses among every one but end-of-generation (when the model says its vocabulary's
+    // size; else it reads every logit).
+    let not_eog = match (options.ignore_eos, model.vocab_size()) {
         (true, Some(n)) => {
             let mut mask = vec![u32::MAX; n.div_ceil(32)];
             for &e in eog {
                 set_bit(&mut mask, e as usize, false);
             }
-            Some(Some(mask))
+            Some(mask)
         }
-        (true, None) => None,
+        _ => None,
     };
     // Under a constraint the sampler reads only the logits of tokens the mask allows: a model
     // may skip the rest, unless `n_probs` reports the probabilities of the raw logits, which
@@ -333,13 +332,18 @@ pub async fn generate_async(
     let top = sampler
         .reads_at_most()
         .filter(|_| options.n_probs == 0 && model.skips_unwanted());
+    let free = match (top, options.ignore_eos, &not_eog) {
+        (None, ..) | (_, true, None) => Free::Logits,
+        (Some(k), false, _) => Free::Top { k, among: None },
+        (Some(k), true, Some(mask)) => Free::Top {
+            k,
+            among: Some(mask),
+        },
+    };
     let reads = Reads {
         only_allowed: options.n_probs == 0,
         top,
-        free: free
-            .as_ref()
-            .filter(|_| top.is_some())
-            .map(Option::as_deref),
+        free,
     };
 
     let t_start = clock.now_ms();
@@ -657,8 +661,16 @@ struct Reads<'a> {
     only_allowed: bool,
     /// Only the most likely of those, this many ([`LogitsSource::submit_top`]).
     top: Option<usize>,
-    /// Without a constraint, with `top`: the tokens allowed (`None` for all).
-    free: Option<Option<&'a [u32]>>,
+    /// Without a constraint.
+    free: Free<'a>,
+}
+
+/// What the loop reads of an unconstrained step's logits.
+enum Free<'a> {
+    /// All of them.
+    Logits,
+    /// The `k` most likely among the tokens `among` allows (every one when `None`).
+    Top { k: usize, among: Option<&'a [u32]> },
 }
 
 type PendingScores = Pin<Box<dyn Future<Output = Result<Scores, BoxError>>>>;
@@ -697,10 +709,10 @@ async fn advance<'c>(
 ) -> Result<Scores, Error> {
     let Some(c) = constraint else {
         let pending = match reads.free {
-            Some(allowed) => {
-                submit_scores(model, feed, reads.top, &mut || allowed.map(<[u32]>::to_vec))
+            Free::Top { k, among } => {
+                submit_scores(model, feed, Some(k), &mut || among.map(<[u32]>::to_vec))
             }
-            None => {
+            Free::Logits => {
                 let logits = model.submit(feed);
                 Box::pin(async move { logits.await.map(Scores::Logits) })
             }
