@@ -509,15 +509,18 @@ fn attention_matches_the_reference_with_and_without_a_window() {
         let values = f16_values(&mut rng);
         let scale = 1.0 / (dim as f64).sqrt();
         for window in windows {
-            let got = read(fused::attention(
-                tensor(&q, [tokens, heads, dim], device),
-                tensor(&keys, [kv, capacity, dim], device),
-                tensor(&values, [kv, capacity, dim], device),
-                start,
-                &position_tensor(start, device),
-                window,
-                scale as f32,
-            ));
+            let attend = |q: Tensor<3>| {
+                read(fused::attention(
+                    q,
+                    tensor(&keys, [kv, capacity, dim], device),
+                    tensor(&values, [kv, capacity, dim], device),
+                    start,
+                    &position_tensor(start, device),
+                    window,
+                    scale as f32,
+                ))
+            };
+            let got = attend(tensor(&q, [tokens, heads, dim], device));
             let want = attention_reference(
                 &q,
                 &keys,
@@ -548,15 +551,7 @@ fn attention_matches_the_reference_with_and_without_a_window() {
             let in_rows = tensor(&rows, [tokens, heads * dim + extra], device)
                 .narrow(1, 0, heads * dim)
                 .reshape([tokens, heads, dim]);
-            let from_rows = read(fused::attention(
-                in_rows,
-                tensor(&keys, [kv, capacity, dim], device),
-                tensor(&values, [kv, capacity, dim], device),
-                start,
-                &position_tensor(start, device),
-                window,
-                scale as f32,
-            ));
+            let from_rows = attend(in_rows);
             assert!(
                 from_rows
                     .iter()
