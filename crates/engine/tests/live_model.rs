@@ -241,6 +241,13 @@ fn on_the_wgpu_device_requests_run_through_the_async_loop() {
         "the same first token"
     );
     assert_eq!(on_gpu.output.timings.cache_n, 0, "the warm-up is forgotten");
+    // A cache too small for the warm-up's prompt (or its three steps) warms up as far as it
+    // holds, and serves requests after.
+    let mut tiny = LoadedModel::load(&bytes, &device, 4).expect("SmolLM2 loads on wgpu");
+    assert_eq!(tiny.source.context_size(), 4);
+    stampo_engine::block_on(tiny.source.warm_up()).expect("warm-up in 4 positions");
+    let one = json!({"prompt": "Paris", "n_predict": 1, "temperature": 0});
+    assert_eq!(run(&mut tiny, one).output.tokens.len(), 1);
     let city = json!({
         "prompt": "The capital of France is",
         "n_predict": 8,
