@@ -843,12 +843,21 @@ pub(crate) fn top_among_logits<S: LogitsSource + ?Sized>(
     k: usize,
 ) -> PendingTop {
     let mut mask = None;
-    let pending = source.submit_wanted(tokens, &mut || {
-        let m = wanted();
-        mask.clone_from(&m);
-        m
-    });
+    let pending = source.submit_wanted(tokens, &mut remembering(wanted, &mut mask));
     Box::pin(async move { Ok(stampo_model::host_top(&pending.await?, mask.as_deref(), k)) })
+}
+
+/// `wanted`, keeping a copy of the mask it gives in `kept`: for choosing among a whole row's
+/// logits, which the mask's tokens only may win.
+pub(crate) fn remembering<'a>(
+    wanted: &'a mut dyn FnMut() -> Option<Vec<u32>>,
+    kept: &'a mut Option<Vec<u32>>,
+) -> impl FnMut() -> Option<Vec<u32>> + 'a {
+    move || {
+        let mask = wanted();
+        kept.clone_from(&mask);
+        mask
+    }
 }
 
 /// The indices of the bits set in `mask` (bit i is `mask[i / 32] >> (i % 32) & 1`).

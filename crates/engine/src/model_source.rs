@@ -14,7 +14,7 @@ use stampo_tokenizer::{ChatTemplate, Tokenizer};
 
 use crate::error::Error;
 use crate::generate::{
-    BoxError, LogitsSource, PendingLogits, PendingTop, mask_bits, top_among_logits,
+    BoxError, LogitsSource, PendingLogits, PendingTop, mask_bits, remembering, top_among_logits,
 };
 use crate::session::Session;
 use crate::text::TokenizerText;
@@ -154,11 +154,7 @@ impl ModelSource {
         k: usize,
     ) -> Result<(stampo_model::Tensor<1, stampo_model::Int>, Option<Vec<u32>>), BoxError> {
         let mut mask = None;
-        let (logits, ids) = self.queue_wanted(tokens, &mut || {
-            let m = wanted();
-            mask.clone_from(&m);
-            m
-        })?;
+        let (logits, ids) = self.queue_wanted(tokens, &mut remembering(wanted, &mut mask))?;
         // The logits of chosen rows are all wanted; a whole head's, those the mask allows.
         let allowed = if ids.is_some() { None } else { mask };
         Ok((top_logits(logits, allowed.as_deref(), k)?, ids))

@@ -440,9 +440,11 @@ impl FusedAttention for Cube {
         // Each token's heads side by side, tokens `q_stride` apart (the Q columns of a
         // prefill's Q/K/V rows) are read where they are rather than copied first.
         let strides = q.meta.strides();
-        let rows = tokens > 1 && strides[2] == 1 && strides[1] == dim;
+        let (rows, stride) = (
+            tokens > 1 && strides[2] == 1 && strides[1] == dim,
+            strides[0],
+        );
         let (q, q_stride) = if rows {
-            let stride = strides[0];
             (q, stride)
         } else {
             (into_contiguous(q), heads * dim)
