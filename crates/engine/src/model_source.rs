@@ -73,7 +73,9 @@ impl ModelSource {
     /// [`PREFILL_TILE`] tokens (a prefill's products, in tiles of tokens); a step whose mask
     /// allows one token (the first decoding step, recorded for replay, and the head's rows
     /// of the allowed tokens); one whose mask allows all (the whole head, the most likely
-    /// among the allowed); one without a mask (the most likely of the row).
+    /// among the allowed); one without a mask (the most likely of the row); then, in a cache
+    /// of more than 256 positions, the attention of a step past 256 keys
+    /// ([`Transformer::compile_split_attention`]).
     async fn warm_up_passes(&mut self) -> Result<(), BoxError> {
         if stampo_model::device::is_cpu(&self.model.device()) {
             return self.submit_top(&[0], &mut || None, 1).await.map(drop);
@@ -91,7 +93,7 @@ impl ModelSource {
                 self.submit_top(&[0], &mut || mask.clone(), 1).await?;
             }
         }
-        Ok(())
+        Ok(self.model.compile_split_attention(&self.cache)?)
     }
 
     /// Queues the forward pass of `tokens`; the logits stay on the device.

@@ -11,6 +11,8 @@ mod common;
 
 use std::ops::ControlFlow;
 
+use common::compile_log;
+
 use serde_json::{Value, json};
 use stampo_engine::generate::LogitsSource;
 use stampo_engine::response::ResponseMeta;
@@ -218,12 +220,15 @@ fn json_object_mode_and_a_gbnf_grammar_hold_on_the_real_model() {
 /// read back ([`stampo_engine::LogitsSource::submit_wanted`]), and greedy decoding's token is
 /// chosen on the device ([`stampo_engine::LogitsSource::submit_top`]): they give the CPU's
 /// tokens, the schema's shape, and the tokens the sampler chooses among the same device's
-/// logits read back whole (`n_probs`).
+/// logits read back whole (`n_probs`). After the warm-up none of them compiles a kernel
+/// (CubeCL's compilation log; `compiles_once.rs` for a long context).
 #[test]
 fn on_the_wgpu_device_requests_run_through_the_async_loop() {
     let Some(path) = common::smollm2_path() else {
         return;
     };
+    // The only test of this file on the wgpu device: CubeCL is first set up here.
+    let log = compile_log::log_compilations();
     let Some(device) = common::wgpu_device() else {
         return;
     };
@@ -233,6 +238,7 @@ fn on_the_wgpu_device_requests_run_through_the_async_loop() {
     // The warm-up's passes (a prompt, steps under masks) are forgotten, and its first step
     // was recorded for replay.
     stampo_engine::block_on(gpu.source.warm_up()).expect("warm-up");
+    let warmed = compile_log::logged(&log);
     assert_eq!(gpu.source.step_graphs(), Some("recorded"));
     let probe = json!({"prompt": "The capital of France is", "n_predict": 2, "temperature": 0});
     let (on_cpu, on_gpu) = (run(&mut cpu, probe.clone()), run(&mut gpu, probe));
@@ -302,6 +308,8 @@ fn on_the_wgpu_device_requests_run_through_the_async_loop() {
             .collect();
         assert_eq!(tokens[0], tokens[1], "{sampling}");
     }
+    compile_log::assert_none_since(&log, &warmed, "the requests after the warm-up");
+    let _ = std::fs::remove_file(&log);
 }
 
 #[test]

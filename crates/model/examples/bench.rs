@@ -7,11 +7,11 @@
 //! wgpu's noop backend: every launch made as on a GPU, no kernel run, so its speeds are the
 //! host's ceiling, not a model's (`device::noop_wgpu_device`). Token ids are a fixed
 //! deterministic sequence inside the vocabulary, so runs are comparable; `bench/model/bench.py`
-//! runs llama.cpp on the same ids. A warm-up (the same prefill and one step, `warmup_s`) runs
-//! first and is not counted: on the wgpu device it compiles the kernels. `slowest_step_ms` and
-//! `slowest_step_position` name the slowest decoding step: on the wgpu device a step past 256
-//! keys first launches the split attention kernels (compiled then) and each crossing of a
-//! multiple of 256 records a new step graph.
+//! runs llama.cpp on the same ids. A warm-up (the same prefill and one step, then the split
+//! attention of a step past 256 keys: `warmup_s`) runs first and is not counted: on the wgpu
+//! device it compiles the kernels. `slowest_step_ms` and `slowest_step_position` name the
+//! slowest decoding step: on the wgpu device each crossing of a multiple of 256 keys records a
+//! new step graph.
 
 use std::time::Instant;
 
@@ -87,6 +87,8 @@ fn main() -> Result<()> {
             Some(k) => drop(read_top(top_logits(logits, None, k)?)?),
             None => drop(to_vec(logits)?),
         }
+        // Past 256 keys a step splits each query's keys: those kernels too.
+        model.compile_split_attention(&warm)?;
     }
     let warmup_s = t_warm.elapsed().as_secs_f64();
     let mut cache = model.new_cache();

@@ -395,9 +395,26 @@ impl Attention {
         let (h, hd) = (self.heads, self.head_dim);
         let q = qkv.narrow(1, 0, h * hd).reshape([tokens, h, hd]);
         let window = self.window.unwrap_or(0);
+        let splits = fused::attention_splits(tokens, start, window);
         self.o.forward(fused::attention(
-            q, keys, values, start, position, window, self.scale,
+            q, keys, values, splits, position, window, self.scale,
         ))
+    }
+
+    /// Launches this layer's attention split across cubes once, for one query over a cache of
+    /// one position: on the wgpu device the kernels of a decoding step past 256 keys, which
+    /// compile at their first launch.
+    #[cfg(feature = "wgpu")]
+    pub(crate) fn launch_split(&self, device: &Device) {
+        let (h, kv, hd) = (self.heads, self.kv_heads, self.head_dim);
+        let q = Tensor::<3>::zeros([1, h, hd], device);
+        let keys = Tensor::<3>::zeros([kv, 1, hd], device);
+        let values = Tensor::<3>::zeros([kv, 1, hd], device);
+        let position = position_tensor(0, device);
+        let window = self.window.unwrap_or(0);
+        drop(fused::attention(
+            q, keys, values, 1, &position, window, self.scale,
+        ));
     }
 
     /// The settings the CPU's attention loops need.

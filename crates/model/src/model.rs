@@ -585,6 +585,40 @@ impl Transformer {
         self.id
     }
 
+    /// On the wgpu device, compiles the kernels that a decoding step launches once its query
+    /// sees more than 256 keys (its attention split across cubes), when `cache` holds that many
+    /// positions: a launch over one position for each head size, as a warm-up. Otherwise
+    /// (the CPU device, a shorter cache) nothing.
+    ///
+    /// Without it the first such step of a request compiled them (17–19 ms of the host's
+    /// work natively, bench/README.md, "A stall at the 256th key"; a browser's pipeline
+    /// compiles come on top).
+    pub fn compile_split_attention(&self, cache: &Cache) -> Result<()> {
+        #[cfg(feature = "wgpu")]
+        {
+            let device = self.device();
+            let long = (cache.capacity().checked_sub(1))
+                .is_some_and(|last| self.attention_splits(last).iter().any(|&s| s > 0));
+            if long && !crate::device::is_cpu(&device) {
+                crate::device::on_device_thread(&device, || {
+                    // The kernels take the head size at compile time, and the rest at launch.
+                    let mut sizes = Vec::new();
+                    for block in &self.blocks {
+                        if !sizes.contains(&block.attn.head_dim) {
+                            sizes.push(block.attn.head_dim);
+                            block.attn.launch_split(&device);
+                        }
+                    }
+                    Ok(())
+                })?;
+                flush(&device)?;
+            }
+        }
+        #[cfg(not(feature = "wgpu"))]
+        let _ = cache;
+        Ok(())
+    }
+
     /// Each layer's attention splits for a decoding step at `start` on the wgpu device.
     #[cfg(feature = "wgpu")]
     pub(crate) fn attention_splits(&self, start: usize) -> Vec<usize> {

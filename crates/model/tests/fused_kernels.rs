@@ -490,12 +490,15 @@ fn attention_matches_the_reference_with_and_without_a_window() {
     // a cube keeps in shared memory, so its passes compute them again. One token over 1,291
     // positions (or a window of 700): decoding split across cubes of 256 keys, the last
     // split partial. A head of 78 values: the scores' last products after their runs of four.
+    // One token is also split more than its keys need (a split with no keys), and split where
+    // one cube a head would do (the warm-up's launch over one position).
     for (tokens, capacity, start, windows, dim) in [
         (3, 72, 67, [0, 5], 80),
         (3, 2100, 2095, [0, 2060], 80),
         (1, 1300, 1290, [0, 700], 80),
         (2, 300, 290, [0, 100], 78),
         (1, 300, 290, [0, 100], 78),
+        (1, 1, 0, [0, 1], 64),
     ] {
         let (heads, kv) = (6, 2);
         let q = random(&mut rng, tokens * heads * dim, 1.0);
@@ -508,13 +511,21 @@ fn attention_matches_the_reference_with_and_without_a_window() {
         let keys = f16_values(&mut rng);
         let values = f16_values(&mut rng);
         let scale = 1.0 / (dim as f64).sqrt();
+        let mut runs = Vec::new();
         for window in windows {
+            let needed = fused::attention_splits(tokens, start, window);
+            runs.push((window, needed));
+            if tokens == 1 {
+                runs.push((window, needed + 1));
+            }
+        }
+        for (window, splits) in runs {
             let attend = |q: Tensor<3>| {
                 read(fused::attention(
                     q,
                     tensor(&keys, [kv, capacity, dim], device),
                     tensor(&values, [kv, capacity, dim], device),
-                    start,
+                    splits,
                     &position_tensor(start, device),
                     window,
                     scale as f32,
@@ -533,7 +544,9 @@ fn attention_matches_the_reference_with_and_without_a_window() {
             // A probability that lands beside an f16 rounding boundary may round the other
             // way: one f16 step (2⁻¹¹ relative) of one weight of a value below 1.
             assert_close(
-                &format!("attention, {start} + {tokens} positions, window {window}"),
+                &format!(
+                    "attention, {start} + {tokens} positions, window {window}, {splits} splits"
+                ),
                 &got,
                 &want,
                 1e-3,
@@ -557,7 +570,7 @@ fn attention_matches_the_reference_with_and_without_a_window() {
                     .iter()
                     .zip(&got)
                     .all(|(a, b)| a.to_bits() == b.to_bits()),
-                "attention over queries in wider rows, {start} + {tokens}, window {window}"
+                "attention over queries in wider rows, {start} + {tokens}, window {window}, {splits} splits"
             );
         }
     }

@@ -418,7 +418,7 @@ impl FusedAttention for Cube {
         q: FloatTensor<Self>,
         keys: FloatTensor<Self>,
         values: FloatTensor<Self>,
-        start: usize,
+        splits: usize,
         position: IntTensor<Self>,
         window: usize,
         scale: f32,
@@ -431,8 +431,7 @@ impl FusedAttention for Cube {
         let cache = keys.meta.shape().clone();
         let (kv_heads, capacity) = (cache[0], cache[1]);
         let out = empty_like(&q, Shape::new([tokens, heads * dim]));
-        let splits = splits(tokens, start, window);
-        if splits > 0 {
+        if splits > 0 && tokens == 1 {
             let q = into_contiguous(q);
             split_attention(&q, &keys, &values, &out, &position, window, scale, splits);
             return out;

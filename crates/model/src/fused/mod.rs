@@ -207,7 +207,7 @@ pub fn attention(
     q: Tensor<3>,
     keys: Tensor<3>,
     values: Tensor<3>,
-    start: usize,
+    splits: usize,
     position: &Tensor<1, Int>,
     window: usize,
     scale: f32,
@@ -217,7 +217,7 @@ pub fn attention(
             q.into_dispatch(),
             keys.into_dispatch(),
             values.into_dispatch(),
-            start,
+            splits,
             position.clone().into_dispatch(),
             window,
             scale,
@@ -234,14 +234,17 @@ pub trait FusedAttention: Backend {
     /// Causal grouped-query attention of `q` (`[tokens, heads, head_dim]`, positions
     /// `start..`) over the cached `keys` and `values` (`[kv_heads, capacity, head_dim]`),
     /// keys older than `window` positions hidden when `window > 0`: `[tokens, heads · head_dim]`.
-    /// The kernels read `start` from `position` (`[1]`, `u32`, holding `start`); the host
-    /// uses `start` only to choose the launches, which stay the same from one decoding step to
-    /// the next until the keys cross a multiple of 256 ([`attention_splits`]).
+    /// The kernels read `start` from `position` (`[1]`, `u32`, holding `start`), so that the
+    /// launches stay the same from one decoding step to the next; the host chooses them:
+    /// `splits` 0 for one cube per query head, else (one token only) that many cubes per head,
+    /// each over 256 of the visible keys, which `splits` must cover ([`attention_splits`],
+    /// which changes as the keys cross a multiple of 256). Several tokens take one cube per
+    /// query head whatever `splits` says.
     fn fused_attention(
         q: FloatTensor<Self>,
         keys: FloatTensor<Self>,
         values: FloatTensor<Self>,
-        start: usize,
+        splits: usize,
         position: IntTensor<Self>,
         window: usize,
         scale: f32,
