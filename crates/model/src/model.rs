@@ -590,9 +590,10 @@ impl Transformer {
     /// positions: a launch over one position for each head size, as a warm-up. Otherwise
     /// (the CPU device, a shorter cache) nothing.
     ///
-    /// Without it the first such step of a request compiled them (17–19 ms of the host's
-    /// work natively, bench/README.md, "A stall at the 256th key"; a browser's pipeline
-    /// compiles come on top).
+    /// Without it the first such step of a request compiled them: on the noop backend that
+    /// step took 27–61 ms of the host's work against 7–30 ms with it, the rest being the new
+    /// step graph's recording (bench/README.md, "Past 256 keys too"); a browser's pipeline
+    /// compiles come on top.
     pub fn compile_split_attention(&self, cache: &Cache) -> Result<()> {
         #[cfg(feature = "wgpu")]
         {
