@@ -145,22 +145,7 @@ fn tokenize_detokenize_and_template() {
 }
 
 fn model(file: &str) -> Option<PathBuf> {
-    let dir = std::env::var_os("STAMPO_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/stampo/models")
-        });
-    let p = dir.join(file);
-    if p.exists() {
-        return Some(p);
-    }
-    assert!(
-        std::env::var_os("STAMPO_REQUIRE_FIXTURES").is_none(),
-        "{} missing",
-        p.display()
-    );
-    eprintln!("skipped: {} not present", p.display());
-    None
+    stampo_test_data::model_path(file)
 }
 
 #[test]

@@ -33,13 +33,10 @@ fn step(source: &mut ModelSource, token: u32, mask: Option<&[u32]>, k: usize) {
 fn past_256_keys_a_decoding_step_compiles_nothing_after_the_warm_up() {
     let log = log_compilations();
     let device = stampo_model::device::noop_wgpu_device().expect("wgpu's noop device");
-    let models = [
-        common::smollm2_path(),
-        common::model_path("qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"),
-        common::model_path("gemma-3-270m-q4_k_m.gguf"),
-    ];
-    for path in models.into_iter().flatten() {
-        let bytes = std::fs::read(&path).expect("the model file reads");
+    for file in stampo_test_data::DEFAULT_MODELS {
+        let Some(bytes) = stampo_test_data::model_bytes(file) else {
+            continue;
+        };
         let mut model = LoadedModel::load(&bytes, &device, 512).expect("the model loads");
         let source = &mut model.source;
         block_on(source.warm_up()).expect("warm-up");
@@ -69,7 +66,7 @@ fn past_256_keys_a_decoding_step_compiles_nothing_after_the_warm_up() {
             fed.len(),
             "every pass ran"
         );
-        let what = format!("{}: steps past 256 keys", path.display());
+        let what = format!("{file}: steps past 256 keys");
         assert_none_since(&log, &warmed, &what);
     }
     let _ = std::fs::remove_file(&log);

@@ -37,35 +37,13 @@ fn random_blocks_match_gguf_py() {
     assert_eq!(checked.len(), 14, "{checked:?}");
 }
 
-fn models_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("STAMPO_MODELS") {
-        return d.into();
-    }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_default();
-    cache.join("stampo/models")
-}
-
 fn check_model(name: &str) {
     let fx: serde_json::Value = serde_json::from_slice(
         &std::fs::read(fixtures().join(format!("{name}.tensors.json"))).unwrap(),
     )
     .unwrap();
-    let path = models_dir().join(fx["model"].as_str().unwrap());
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if std::env::var_os("STAMPO_REQUIRE_FIXTURES").is_some() => {
-            panic!(
-                "{}: {e} (STAMPO_REQUIRE_FIXTURES is set; run scripts/fetch-models.sh)",
-                path.display()
-            )
-        }
-        Err(_) => {
-            eprintln!("skipped: {} not present", path.display());
-            return;
-        }
+    let Some(bytes) = stampo_test_data::model_bytes(fx["model"].as_str().unwrap()) else {
+        return;
     };
     let g = Gguf::parse(&bytes).unwrap();
     let want = fx["tensors"].as_object().unwrap();

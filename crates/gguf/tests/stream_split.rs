@@ -197,22 +197,11 @@ fn split_file_names() {
 /// (count, first and last 64 bytes checked against the whole-file reader).
 #[test]
 fn default_models_stream() {
-    let dir = std::env::var_os("STAMPO_MODELS")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| {
-            std::path::PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/stampo/models")
-        });
     for file in [
         "SmolLM2-135M-Instruct.Q4_1.gguf",
         "gemma-3-270m-q4_k_m.gguf",
     ] {
-        let Ok(bytes) = std::fs::read(dir.join(file)) else {
-            assert!(
-                std::env::var_os("STAMPO_REQUIRE_FIXTURES").is_none(),
-                "{file} missing"
-            );
-            eprintln!("skipped: {file} not present");
+        let Some(bytes) = stampo_test_data::model_bytes(file) else {
             continue;
         };
         let g = Gguf::parse(&bytes).unwrap();

@@ -14,8 +14,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use conformance::{print_compile_times, shared_data};
+use conformance::print_compile_times;
 use stampo_grammar::json_schema::{Options, compile_str};
+use stampo_test_data::shared_data;
 
 #[test]
 fn every_benchmark_schema_compiles_or_is_refused_with_an_error() {

@@ -40,7 +40,7 @@ fn expected() -> Option<serde_json::Value> {
     let p = data().join("fixtures/gbnf/expected.json");
     match std::fs::read_to_string(&p) {
         Ok(s) => Some(serde_json::from_str(&s).unwrap_or_else(|e| panic!("{}: {e}", p.display()))),
-        Err(_) if std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() != Ok("1") => {
+        Err(_) if !stampo_test_data::required() => {
             println!("SKIPPED: llama.cpp verdicts not found at {}", p.display());
             None
         }
@@ -135,8 +135,8 @@ fn write_exports() {
         let g = gbnf::parse(&read(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
         std::fs::write(dir.join(name), g.to_string()).unwrap_or_else(|e| panic!("{e}"));
     }
-    let maskbench = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/jsonschemabench/maskbench");
+    let maskbench = stampo_test_data::shared_data("MaskBench files", "jsonschemabench/maskbench")
+        .unwrap_or_else(|| panic!("MaskBench files are needed to write the exports"));
     for file in SCHEMA_EXPORTS {
         let text =
             std::fs::read_to_string(maskbench.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));

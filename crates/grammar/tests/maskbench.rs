@@ -11,8 +11,9 @@ mod conformance;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use conformance::{Case, Row, check_table, print_compile_times, run_case, shared_data};
+use conformance::{Case, Row, check_table, print_compile_times, run_case};
 use serde_json::Value;
+use stampo_test_data::shared_data;
 
 #[test]
 fn maskbench_conformance_does_not_regress() {

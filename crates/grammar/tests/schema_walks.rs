@@ -98,7 +98,7 @@ fn sound_maskbench_schemas_yield_valid_documents() {
     let Some(v) = common::vocab(SMOLLM2) else {
         return;
     };
-    let Some(root) = conformance::shared_data("MaskBench files", "jsonschemabench/maskbench")
+    let Some(root) = stampo_test_data::shared_data("MaskBench files", "jsonschemabench/maskbench")
     else {
         return;
     };

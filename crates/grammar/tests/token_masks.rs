@@ -612,17 +612,10 @@ fn masks_equal_brute_force_on_maskbench_schemas() {
         return;
     };
     let v = Arc::new(v);
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data/jsonschemabench/maskbench");
-    if !root.is_dir() {
-        assert!(
-            std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() != Ok("1"),
-            "{} missing",
-            root.display()
-        );
-        println!("SKIPPED: MaskBench not found at {}", root.display());
+    let Some(root) = stampo_test_data::shared_data("MaskBench files", "jsonschemabench/maskbench")
+    else {
         return;
-    }
+    };
     let files = [
         "BFCL_simple/BFCL_simple_0.json",
         "Github_medium/Github_medium---o1050.json",

@@ -461,14 +461,10 @@ mod tests {
     }
 
     /// The default model and its SHA-256 from `models/models.tsv`, or `None` when the model
-    /// has not been fetched (`scripts/fetch-models.sh`).
+    /// has not been fetched (`scripts/fetch-models.sh`) and `STAMPO_REQUIRE_FIXTURES` is not
+    /// `1` (before, this test skipped in CI too when the model was absent).
     fn smollm2() -> Option<(Vec<u8>, String)> {
-        let home = std::env::var("HOME").unwrap_or_default();
-        let dir = std::env::var("STAMPO_MODELS").unwrap_or(format!("{home}/.cache/stampo/models"));
-        let Ok(file) = std::fs::read(format!("{dir}/SmolLM2-135M-Instruct.Q4_1.gguf")) else {
-            println!("SKIPPED: SmolLM2 not found in {dir}");
-            return None;
-        };
+        let file = stampo_test_data::model_bytes(stampo_test_data::SMOLLM2)?;
         let table = include_str!("../../../models/models.tsv");
         let sha = table
             .lines()

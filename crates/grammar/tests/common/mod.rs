@@ -7,31 +7,12 @@
 
 #![allow(dead_code, clippy::panic)]
 
-use std::path::PathBuf;
-
 use stampo_grammar::{Matcher, Vocabulary};
-
-pub fn models_dir() -> PathBuf {
-    std::env::var_os("STAMPO_MODELS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/stampo/models")
-        })
-}
 
 /// The model's vocabulary, or `None` (after printing SKIPPED) when the file is absent and
 /// fixtures are not required.
 pub fn vocab(file: &str) -> Option<Vocabulary> {
-    let path = models_dir().join(file);
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(_) if std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() != Ok("1") => {
-            println!("SKIPPED: model not found at {}", path.display());
-            return None;
-        }
-        Err(e) => panic!("{}: {e}", path.display()),
-    };
-    Some(read_vocab(&bytes))
+    stampo_test_data::model_bytes(file).map(|bytes| read_vocab(&bytes))
 }
 
 struct Reader<'a> {

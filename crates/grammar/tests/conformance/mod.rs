@@ -13,32 +13,13 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 use stampo_grammar::CompiledGrammar;
 use stampo_grammar::json_schema::{self, Options};
-
-/// `<workspace root>/../shared/data`, or `None` (after printing SKIPPED) when absent and
-/// fixtures are not required.
-pub fn shared_data(what: &str, rel: &str) -> Option<PathBuf> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../../shared/data")
-        .join(rel);
-    if path.exists() {
-        return Some(path);
-    }
-    if std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() == Ok("1") {
-        panic!(
-            "{what} not found at {} (STAMPO_REQUIRE_FIXTURES=1)",
-            path.display()
-        );
-    }
-    println!("SKIPPED: {what} not found at {}", path.display());
-    None
-}
 
 /// Counts for one row of a table.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

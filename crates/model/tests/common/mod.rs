@@ -12,41 +12,8 @@ pub mod wgpu;
 #[allow(unused_imports)]
 pub use wgpu::wgpu_device;
 
-/// The three default models' files, in [`models_dir`].
-pub const DEFAULT_MODELS: [&str; 3] = [
-    "SmolLM2-135M-Instruct.Q4_1.gguf",
-    "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
-    "gemma-3-270m-q4_k_m.gguf",
-];
-
-/// Where the GGUF models are: `$STAMPO_MODELS`, else `$HOME/.cache/stampo/models`.
-pub fn models_dir() -> PathBuf {
-    match std::env::var_os("STAMPO_MODELS") {
-        Some(dir) => PathBuf::from(dir),
-        None => {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default()).join(".cache/stampo/models")
-        }
-    }
-}
-
-/// The bytes of model `file`, or `None` (after printing `SKIPPED`) when it is absent and
-/// `STAMPO_REQUIRE_FIXTURES` is not `1`.
-pub fn model_bytes(file: &str) -> Option<Vec<u8>> {
-    let path = models_dir().join(file);
-    match std::fs::read(&path) {
-        Ok(bytes) => Some(bytes),
-        Err(e) => {
-            if std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() == Ok("1") {
-                panic!(
-                    "model {file} not found at {} ({e}) and STAMPO_REQUIRE_FIXTURES=1",
-                    path.display()
-                );
-            }
-            println!("SKIPPED: {file} not found at {}", path.display());
-            None
-        }
-    }
-}
+#[allow(unused_imports)]
+pub use stampo_test_data::{DEFAULT_MODELS, model_bytes, models_dir, required};
 
 /// One prompt of a llama.cpp fixture.
 #[derive(Debug, Deserialize)]
@@ -82,7 +49,7 @@ pub fn fixture(file: &str) -> Option<Fixture> {
                 .unwrap_or_else(|e| panic!("fixture {}: {e}", path.display())),
         ),
         Err(e) => {
-            if std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() == Ok("1") {
+            if required() {
                 panic!(
                     "fixture {} missing ({e}) and STAMPO_REQUIRE_FIXTURES=1",
                     path.display()
@@ -135,7 +102,7 @@ pub fn perplexity_reference(file: &str) -> Option<(PerplexityReference, String)>
         Some((reference, features))
     });
     if found.is_none() {
-        if std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() == Ok("1") {
+        if required() {
             panic!(
                 "no perplexity reference for {file} in {} and STAMPO_REQUIRE_FIXTURES=1",
                 path.display()
@@ -251,7 +218,7 @@ pub fn self_agreement(file: &str) -> Option<SelfAgreement> {
         Some(record) => Some(record),
         None => {
             assert!(
-                std::env::var("STAMPO_REQUIRE_FIXTURES").as_deref() != Ok("1"),
+                !required(),
                 "no record of {file} in {} and STAMPO_REQUIRE_FIXTURES=1",
                 path.display()
             );

@@ -14,38 +14,7 @@ pub const MODELS: [(&str, &str); 3] = [
     ("gemma3", GEMMA3),
 ];
 
-pub fn models_dir() -> PathBuf {
-    if let Some(d) = std::env::var_os("STAMPO_MODELS") {
-        return d.into();
-    }
-    let cache = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-        .unwrap_or_default();
-    cache.join("stampo/models")
-}
-
-/// The model's bytes, or `None` (with a note) when absent; absent is a failure when
-/// `STAMPO_REQUIRE_FIXTURES` is set, as in CI.
-pub fn model_bytes(file: &str) -> Option<Vec<u8>> {
-    let path = models_dir().join(file);
-    match std::fs::read(&path) {
-        Ok(b) => Some(b),
-        Err(e) if std::env::var_os("STAMPO_REQUIRE_FIXTURES").is_some() => {
-            panic!(
-                "{}: {e} (STAMPO_REQUIRE_FIXTURES is set; run scripts/fetch-models.sh)",
-                path.display()
-            )
-        }
-        Err(_) => {
-            eprintln!(
-                "skipped: {} not present (scripts/fetch-models.sh)",
-                path.display()
-            );
-            None
-        }
-    }
-}
+pub use stampo_test_data::model_bytes;
 
 pub fn tokenizer(file: &str) -> Option<Tokenizer> {
     let bytes = model_bytes(file)?;
