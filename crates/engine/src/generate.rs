@@ -311,19 +311,6 @@ pub async fn generate_async(
             left: budget.map(|n| n as usize),
         },
     };
-    // Without a constraint, with `ignore_eos`, a sampler reading only the most likely tokens
-    // chooses among every one but end-of-generation (when the model says its vocabulary's
-    // size; else it reads every logit).
-    let not_eog = match (options.ignore_eos, model.vocab_size()) {
-        (true, Some(n)) => {
-            let mut mask = vec![u32::MAX; n.div_ceil(32)];
-            for &e in eog {
-                set_bit(&mut mask, e as usize, false);
-            }
-            Some(mask)
-        }
-        _ => None,
-    };
     // Under a constraint the sampler reads only the logits of tokens the mask allows: a model
     // may skip the rest, unless `n_probs` reports the probabilities of the raw logits, which
     // take them all. A chain that keeps the k most likely first reads only those, from a
@@ -332,6 +319,19 @@ pub async fn generate_async(
     let top = sampler
         .reads_at_most()
         .filter(|_| options.n_probs == 0 && model.skips_unwanted());
+    // Without a constraint, with `ignore_eos`, a sampler reading only the most likely tokens
+    // chooses among every one but end-of-generation (when the model says its vocabulary's
+    // size; else it reads every logit).
+    let not_eog = match (top, options.ignore_eos, model.vocab_size()) {
+        (Some(_), true, Some(n)) => {
+            let mut mask = vec![u32::MAX; n.div_ceil(32)];
+            for &e in eog {
+                set_bit(&mut mask, e as usize, false);
+            }
+            Some(mask)
+        }
+        _ => None,
+    };
     let free = match (top, options.ignore_eos, &not_eog) {
         (None, ..) | (_, true, None) => Free::Logits,
         (Some(k), false, _) => Free::Top { k, among: None },

@@ -29,11 +29,31 @@ fn keep_freed_memory_a_while() {
 
 use stampo_gguf::Gguf;
 use stampo_model::quant::pool::Pool;
-use stampo_model::{DeviceKind, LoadOptions, Result, Transformer, read_top, to_vec, top_logits};
+use stampo_model::{
+    DeviceKind, LoadOptions, Result, Tensor, Transformer, read_top, to_vec, top_logits,
+};
 
 /// The `i`-th benchmark token id (the same formula as bench/model/bench.py).
 fn token(i: usize, vocab: usize) -> u32 {
     ((i * 7919 + 13) % (vocab.min(32_000) - 100) + 100) as u32
+}
+
+/// The most likely token of a step's `logits`: among the `top` chosen on the device, or from
+/// every logit read back.
+fn greedy(logits: Tensor<2>, top: Option<usize>) -> Result<u32> {
+    if let Some(k) = top {
+        return Ok(read_top(top_logits(logits, None, k)?)?
+            .first()
+            .map_or(0, |&(id, _)| id));
+    }
+    Ok(argmax(&to_vec(logits)?))
+}
+
+fn argmax(logits: &[f32]) -> u32 {
+    logits
+        .iter()
+        .enumerate()
+        .fold(0, |b, (i, &v)| if v > logits[b] { i } else { b }) as u32
 }
 
 fn main() -> Result<()> {
@@ -81,12 +101,8 @@ fn main() -> Result<()> {
         if !ids.is_empty() {
             to_vec(model.forward(&ids, &mut warm, false)?)?;
         }
-        let logits = model.forward(&[next], &mut warm, false)?;
-        match top {
-            // The kernel choosing the most likely compiles here too.
-            Some(k) => drop(read_top(top_logits(logits, None, k)?)?),
-            None => drop(to_vec(logits)?),
-        }
+        // With `top`, the kernel choosing the most likely compiles here too.
+        greedy(model.forward(&[next], &mut warm, false)?, top)?;
         // Past 256 keys a step splits each query's keys: those kernels too.
         model.compile_split_attention(&warm)?;
     }
@@ -95,27 +111,13 @@ fn main() -> Result<()> {
     let t1 = Instant::now();
     let logits = to_vec(model.forward(&ids, &mut cache, false)?)?;
     let prefill_s = t1.elapsed().as_secs_f64();
-    let mut next = logits
-        .iter()
-        .enumerate()
-        .fold(0, |b, (i, &v)| if v > logits[b] { i } else { b }) as u32;
+    let mut next = argmax(&logits);
     // The mean hides a stall of one step.
     let (mut slowest_s, mut slowest_at) = (0.0f64, 0);
     let t2 = Instant::now();
     for i in 0..decode {
         let t_step = Instant::now();
-        let logits = model.forward(&[next], &mut cache, false)?;
-        next = if let Some(k) = top {
-            read_top(top_logits(logits, None, k)?)?
-                .first()
-                .map_or(0, |&(id, _)| id)
-        } else {
-            let logits = to_vec(logits)?;
-            logits
-                .iter()
-                .enumerate()
-                .fold(0, |b, (i, &v)| if v > logits[b] { i } else { b }) as u32
-        };
+        next = greedy(model.forward(&[next], &mut cache, false)?, top)?;
         let step_s = t_step.elapsed().as_secs_f64();
         if step_s > slowest_s {
             (slowest_s, slowest_at) = (step_s, prefill + i);
