@@ -118,6 +118,30 @@ impl<'m, 'a> ArchMetadata<'m, 'a> {
         }
     }
 
+    /// A required positive, finite number.
+    pub fn require_positive(&self, suffix: &str) -> Result<f32> {
+        let v = self.require(suffix)?;
+        self.positive_number(suffix, v)
+    }
+
+    /// An optional positive, finite number, `default` when absent.
+    pub fn optional_positive(&self, suffix: &str, default: f32) -> Result<f32> {
+        match self.optional(suffix)? {
+            Some(v) => self.positive_number(suffix, v),
+            None => Ok(default),
+        }
+    }
+
+    // A frequency base, a norm's epsilon or a scaling factor of zero, below or NaN would run
+    // and give garbage.
+    fn positive_number(&self, suffix: &str, v: f32) -> Result<f32> {
+        if v.is_finite() && v > 0.0 {
+            Ok(v)
+        } else {
+            Err(self.bad(suffix, format!("{v} is not a positive finite number")))
+        }
+    }
+
     /// A metadata error for `suffix`.
     pub fn bad(&self, suffix: &str, reason: impl Into<String>) -> ModelError {
         ModelError::BadMetadata {
@@ -155,6 +179,15 @@ impl ModelConfig {
         {
             return Err(meta.bad("attention.value_length", "differs from key_length"));
         }
+        if head_dim % 2 == 1 {
+            return Err(meta.bad(
+                "attention.key_length",
+                format!(
+                    "a head of {head_dim} values (key_length, else embedding_length / \
+                     head_count) is odd: rotary embedding turns pairs"
+                ),
+            ));
+        }
         if let Some(rot) = meta.optional_count("rope.dimension_count")?
             && rot != head_dim
         {
@@ -165,13 +198,7 @@ impl ModelConfig {
         }
         let rope_scale = match meta.optional::<&str>("rope.scaling.type")? {
             None | Some("none") => 1.0,
-            Some("linear") => {
-                let factor: f32 = meta.require("rope.scaling.factor")?;
-                if factor <= 0.0 {
-                    return Err(meta.bad("rope.scaling.factor", "must be positive"));
-                }
-                1.0 / factor
-            }
+            Some("linear") => 1.0 / meta.require_positive("rope.scaling.factor")?,
             Some(other) => {
                 return Err(meta.bad(
                     "rope.scaling.type",
@@ -179,9 +206,7 @@ impl ModelConfig {
                 ));
             }
         };
-        let rope_base = meta
-            .optional("rope.freq_base")?
-            .unwrap_or(DEFAULT_ROPE_BASE);
+        let rope_base = meta.optional_positive("rope.freq_base", DEFAULT_ROPE_BASE)?;
         Ok(ModelConfig {
             architecture: String::new(),
             layers,
@@ -190,9 +215,7 @@ impl ModelConfig {
             kv_heads,
             head_dim,
             context_length: meta.count("context_length")?,
-            rms_eps: meta
-                .optional("attention.layer_norm_rms_epsilon")?
-                .unwrap_or(DEFAULT_RMS_EPS),
+            rms_eps: meta.optional_positive("attention.layer_norm_rms_epsilon", DEFAULT_RMS_EPS)?,
             rope_style,
             rope_base,
             rope_base_local: rope_base,

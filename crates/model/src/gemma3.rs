@@ -28,9 +28,8 @@ pub fn config(meta: &ArchMetadata<'_, '_>) -> Result<ModelConfig> {
         // Layer `i` is local unless it closes a cycle of `pattern` layers.
         let local = (0..c.layers).map(|i| i % pattern < pattern - 1).collect();
         c.sliding_window = Some((window, local));
-        c.rope_base_local = meta
-            .optional("rope.freq_base_swa")?
-            .unwrap_or(DEFAULT_LOCAL_ROPE_BASE);
+        c.rope_base_local =
+            meta.optional_positive("rope.freq_base_swa", DEFAULT_LOCAL_ROPE_BASE)?;
     }
     if meta
         .optional::<f32>("final_logit_softcapping")?

@@ -1,6 +1,7 @@
 //! Bad input gives an error that names what is wrong, never silent garbage: an unsupported
 //! architecture or tensor type, a missing or mis-shaped tensor, a context longer than the cache,
-//! a token outside the vocabulary.
+//! a token outside the vocabulary, a number in the metadata that would run into garbage (a
+//! frequency base or norm epsilon not positive and finite, an odd head size).
 //!
 //! Each case edits one thing in a tiny, valid `llama` file built with `stampo-gguf`'s writer.
 //! Both ways of loading give the same error: from the whole file, and from tensors staged on
@@ -31,6 +32,8 @@ struct Edit {
     /// Another vocabulary size and context length (the embedding's rows, the metadata).
     vocab: Option<u64>,
     context: Option<u32>,
+    /// Metadata keys (after `llama.`) and their values, replacing the tiny file's own.
+    meta: Vec<(&'static str, OwnedValue)>,
 }
 
 fn f32_bytes(n: u64, seed: u64) -> Vec<u8> {
@@ -53,10 +56,13 @@ fn tiny_llama(edit: &Edit) -> Vec<u8> {
     ] {
         w.add(&format!("{arch}.{k}"), OwnedValue::U32(v));
     }
-    w.add(
-        &format!("{arch}.attention.layer_norm_rms_epsilon"),
-        OwnedValue::F32(1e-5),
-    );
+    let eps = "attention.layer_norm_rms_epsilon";
+    if !edit.meta.iter().any(|&(k, _)| k == eps) {
+        w.add(&format!("{arch}.{eps}"), OwnedValue::F32(1e-5));
+    }
+    for (k, v) in &edit.meta {
+        w.add(&format!("{arch}.{k}"), v.clone());
+    }
     let mut tensors: Vec<(String, Vec<u64>)> = vec![
         (
             "token_embd.weight".into(),
@@ -202,6 +208,46 @@ fn unsupported_tensor_type_is_named() {
         ..Edit::default()
     });
     assert!(e.contains("'blk.0.ffn_up.weight' has type Q5_1"), "{e}");
+}
+
+#[test]
+fn a_number_that_would_run_into_garbage_is_named() {
+    for (key, value, what) in [
+        ("rope.freq_base", 0.0, "0 is not a positive finite number"),
+        (
+            "rope.freq_base",
+            f32::NAN,
+            "NaN is not a positive finite number",
+        ),
+        (
+            "attention.layer_norm_rms_epsilon",
+            -1e-5,
+            "-0.00001 is not a positive finite number",
+        ),
+        (
+            "attention.layer_norm_rms_epsilon",
+            f32::INFINITY,
+            "inf is not a positive finite number",
+        ),
+    ] {
+        let e = load_error(Edit {
+            meta: vec![(key, OwnedValue::F32(value))],
+            ..Edit::default()
+        });
+        assert!(
+            e.contains(&format!("llama.{key}")) && e.contains(what),
+            "{key} = {value}: {e}"
+        );
+    }
+    // The tiny file's heads are 16 values; a key length of 15 cannot rotate in pairs.
+    let e = load_error(Edit {
+        meta: vec![("attention.key_length", OwnedValue::U32(15))],
+        ..Edit::default()
+    });
+    assert!(
+        e.contains("llama.attention.key_length") && e.contains("odd"),
+        "{e}"
+    );
 }
 
 #[test]
