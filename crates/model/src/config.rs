@@ -57,8 +57,9 @@ pub struct ModelConfig {
     pub attention_scale: f32,
     /// Multiplier of the token embeddings (gemma3: `sqrt(d_model)`).
     pub embedding_scale: Option<f32>,
-    /// Sliding window and, per layer, whether it applies.
-    pub sliding_window: Option<(usize, Vec<bool>)>,
+    /// Sliding window and the layers' cycle: layer `i` is local unless it closes a cycle of
+    /// `pattern` layers (`i % pattern == pattern - 1`).
+    pub sliding_window: Option<(usize, usize)>,
     /// Q/K projections have biases (qwen2).
     pub qkv_bias: bool,
     /// Per-head RMSNorm of queries and keys (gemma3).
@@ -232,9 +233,58 @@ impl ModelConfig {
 
     /// The sliding window of layer `i`, if it is a local layer.
     pub fn window(&self, layer: usize) -> Option<usize> {
-        match &self.sliding_window {
-            Some((w, local)) if local.get(layer).copied().unwrap_or(false) => Some(*w),
+        match self.sliding_window {
+            Some((w, pattern)) if layer % pattern < pattern - 1 => Some(w),
             _ => None,
         }
+    }
+
+    /// Refuses sizes that only a broken file gives, before anything is allocated by them:
+    /// more blocks than the file has tensors, or a product of heads and head size, or a KV
+    /// cache of `capacity` positions, beyond what this machine's addresses count (a 32-bit
+    /// wasm module's first of all). Each would otherwise end the process in an allocation
+    /// failure or an overflow rather than in an error.
+    pub fn check_sizes(
+        &self,
+        meta: &ArchMetadata<'_, '_>,
+        tensors: usize,
+        capacity: usize,
+    ) -> Result<()> {
+        if self.layers > tensors {
+            return Err(meta.bad(
+                "block_count",
+                format!(
+                    "{} blocks, but the file holds {tensors} tensors",
+                    self.layers
+                ),
+            ));
+        }
+        let fits = |factors: &[usize]| {
+            factors
+                .iter()
+                .try_fold(1usize, |n, &f| n.checked_mul(f))
+                .is_some_and(|n| n <= isize::MAX as usize)
+        };
+        let heads = self.heads.max(self.kv_heads);
+        if !fits(&[heads, self.head_dim, self.d_model, 4]) {
+            return Err(meta.bad(
+                "attention.head_count",
+                format!(
+                    "{heads} heads of {} values over a width of {} overflow",
+                    self.head_dim, self.d_model
+                ),
+            ));
+        }
+        // Both tensors of each layer's cache, in `f32` at most; the rotation tables hold less.
+        if !fits(&[self.layers, capacity, self.kv_heads, self.head_dim, 2, 4]) {
+            return Err(meta.bad(
+                "context_length",
+                format!(
+                    "a KV cache of {capacity} positions (the context asked for, at most this) \
+                     is beyond what this machine addresses"
+                ),
+            ));
+        }
+        Ok(())
     }
 }

@@ -25,9 +25,7 @@ pub fn config(meta: &ArchMetadata<'_, '_>) -> Result<ModelConfig> {
         let pattern = meta
             .optional_count("attention.sliding_window_pattern")?
             .unwrap_or(DEFAULT_SWA_PATTERN);
-        // Layer `i` is local unless it closes a cycle of `pattern` layers.
-        let local = (0..c.layers).map(|i| i % pattern < pattern - 1).collect();
-        c.sliding_window = Some((window, local));
+        c.sliding_window = Some((window, pattern));
         c.rope_base_local =
             meta.optional_positive("rope.freq_base_swa", DEFAULT_LOCAL_ROPE_BASE)?;
     }
@@ -41,4 +39,46 @@ pub fn config(meta: &ArchMetadata<'_, '_>) -> Result<ModelConfig> {
         ));
     }
     Ok(c)
+}
+
+#[cfg(test)]
+mod tests {
+    use stampo_gguf::Gguf;
+    use stampo_gguf::writer::{GgufWriter, OwnedValue};
+
+    use super::*;
+
+    /// Gemma 3 270M's metadata, with and without a pattern: every sixth layer is global.
+    #[test]
+    fn layers_are_local_but_the_last_of_each_cycle() {
+        for (pattern, global) in [(None, vec![5, 11, 17]), (Some(4), vec![3, 7, 11, 15])] {
+            let mut w = GgufWriter::new();
+            w.add("general.architecture", OwnedValue::String("gemma3".into()));
+            for (k, v) in [
+                ("block_count", 18),
+                ("embedding_length", 640),
+                ("attention.head_count", 4),
+                ("attention.head_count_kv", 1),
+                ("attention.key_length", 256),
+                ("context_length", 32_768),
+                ("attention.sliding_window", 512),
+            ] {
+                w.add(&format!("gemma3.{k}"), OwnedValue::U32(v));
+            }
+            if let Some(p) = pattern {
+                w.add(
+                    "gemma3.attention.sliding_window_pattern",
+                    OwnedValue::U32(p),
+                );
+            }
+            let bytes = w.to_bytes();
+            let gguf = Gguf::parse(&bytes).expect("parses");
+            let c = config(&ArchMetadata::new(gguf.metadata(), "gemma3")).expect("configures");
+            let windows: Vec<Option<usize>> = (0..18).map(|i| c.window(i)).collect();
+            let expected: Vec<Option<usize>> = (0..18)
+                .map(|i| (!global.contains(&i)).then_some(512))
+                .collect();
+            assert_eq!(windows, expected, "pattern {pattern:?}");
+        }
+    }
 }

@@ -220,6 +220,7 @@ impl Transformer {
         };
         config.architecture = arch.to_string();
         let capacity = options.context.clamp(1, config.context_length);
+        config.check_sizes(&meta, gguf.tensors().len(), capacity)?;
         Ok((config, capacity))
     }
 

@@ -1,7 +1,8 @@
 //! Bad input gives an error that names what is wrong, never silent garbage: an unsupported
 //! architecture or tensor type, a missing or mis-shaped tensor, a context longer than the cache,
 //! a token outside the vocabulary, a number in the metadata that would run into garbage (a
-//! frequency base or norm epsilon not positive and finite, an odd head size).
+//! frequency base or norm epsilon not positive and finite, an odd head size), a size beyond
+//! the file or the machine (more blocks than tensors, a KV cache past the address space).
 //!
 //! Each case edits one thing in a tiny, valid `llama` file built with `stampo-gguf`'s writer.
 //! Both ways of loading give the same error: from the whole file, and from tensors staged on
@@ -54,7 +55,9 @@ fn tiny_llama(edit: &Edit) -> Vec<u8> {
         ("attention.head_count", 2),
         ("attention.head_count_kv", KV_HEADS as u32),
     ] {
-        w.add(&format!("{arch}.{k}"), OwnedValue::U32(v));
+        if !edit.meta.iter().any(|(m, _)| *m == k) {
+            w.add(&format!("{arch}.{k}"), OwnedValue::U32(v));
+        }
     }
     let eps = "attention.layer_norm_rms_epsilon";
     if !edit.meta.iter().any(|&(k, _)| k == eps) {
@@ -343,5 +346,47 @@ fn all_logits_in_blocks_equal_one_product_over_every_position() {
     assert!(
         blocks == whole,
         "the blocks' logits differ from the whole product's"
+    );
+}
+
+/// Sizes only a broken file gives end in an error naming them, not in an allocation failure
+/// or an overflow that ends the process (the browser's worker with it).
+#[test]
+fn a_size_beyond_the_file_or_the_machine_is_named() {
+    let e = load_error(Edit {
+        meta: vec![("block_count", OwnedValue::U64(1 << 40))],
+        ..Edit::default()
+    });
+    assert!(
+        e.contains("llama.block_count") && e.contains("blocks, but the file holds 20 tensors"),
+        "{e}"
+    );
+    let e = load_error(Edit {
+        meta: vec![("attention.key_length", OwnedValue::U64(1 << 62))],
+        ..Edit::default()
+    });
+    assert!(
+        e.contains("llama.attention.head_count") && e.contains("overflow"),
+        "{e}"
+    );
+    let huge_context = tiny_llama(&Edit {
+        meta: vec![("context_length", OwnedValue::U64(1 << 62))],
+        ..Edit::default()
+    });
+    let e = load(&huge_context, usize::MAX)
+        .map(|_| ())
+        .expect_err("a cache of 2^62 positions")
+        .to_string();
+    assert!(
+        e.contains("llama.context_length") && e.contains("is beyond what this machine addresses"),
+        "{e}"
+    );
+    // The same file with an ordinary context asked for loads.
+    assert_eq!(
+        load(&huge_context, 16)
+            .expect("loads")
+            .new_cache()
+            .capacity(),
+        16
     );
 }
