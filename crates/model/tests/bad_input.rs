@@ -390,3 +390,67 @@ fn a_size_beyond_the_file_or_the_machine_is_named() {
         16
     );
 }
+
+/// Models loaded from corrupted files never panic and never allocate beyond the file's
+/// measure: bytes of the tiny file's header (metadata and tensor table) are mutated at random,
+/// and whatever still parses is loaded and run over a few tokens, giving logits or an error.
+/// The tiny file is also read as each other architecture's (whose loads stop at a tensor it
+/// lacks, after the configuration). `STAMPO_FUZZ_ITERS` sets the number of mutants of each
+/// (default 2000).
+#[test]
+fn corrupted_headers_load_into_errors_not_panics() {
+    let iters: usize = std::env::var("STAMPO_FUZZ_ITERS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    let mut state = 0x9E37_79B9_7F4A_7C15u64;
+    let mut next = move || {
+        state ^= state >> 12;
+        state ^= state << 25;
+        state ^= state >> 27;
+        state.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    };
+    for architecture in ["llama", "qwen2", "gemma3"] {
+        let file = tiny_llama(&Edit {
+            architecture: Some(architecture),
+            ..Edit::default()
+        });
+        let header = Gguf::parse(&file).expect("parses").data_offset() as usize;
+        let (mut parsed, mut loaded) = (0, 0);
+        for i in 0..iters {
+            let mut mutant = file.clone();
+            for _ in 0..1 + next() % 4 {
+                let at = (next() % header as u64) as usize;
+                mutant[at] = match next() % 4 {
+                    0 => mutant[at] ^ (1 << (next() % 8)),
+                    1 => 0,
+                    2 => 0xFF,
+                    _ => next() as u8,
+                };
+            }
+            let outcome = std::panic::catch_unwind(|| {
+                let Ok(gguf) = Gguf::parse(&mutant) else {
+                    return (false, false);
+                };
+                let device = DeviceKind::Cpu.device().expect("cpu device");
+                let Ok(model) = Transformer::load(&gguf, &device, LoadOptions { context: 16 })
+                else {
+                    return (true, false);
+                };
+                let mut cache = model.new_cache();
+                if let Ok(logits) = model.forward(&[1, 2, 3], &mut cache, false) {
+                    let _ = stampo_model::to_vec(logits);
+                }
+                (true, true)
+            });
+            match outcome {
+                Ok((p, l)) => {
+                    parsed += usize::from(p);
+                    loaded += usize::from(l);
+                }
+                Err(_) => panic!("{architecture} mutant {i} panicked (see above)"),
+            }
+        }
+        println!("{architecture}: {iters} mutants, {parsed} parsed, {loaded} loaded");
+    }
+}
