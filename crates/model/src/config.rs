@@ -280,8 +280,8 @@ impl ModelConfig {
             return Err(meta.bad(
                 "context_length",
                 format!(
-                    "a KV cache of {capacity} positions (the context asked for, at most this) \
-                     is beyond what this machine addresses"
+                    "a KV cache of {capacity} positions (the context asked for, capped at \
+                     this) does not fit this machine's address space"
                 ),
             ));
         }

@@ -378,7 +378,8 @@ fn a_size_beyond_the_file_or_the_machine_is_named() {
         .expect_err("a cache of 2^62 positions")
         .to_string();
     assert!(
-        e.contains("llama.context_length") && e.contains("is beyond what this machine addresses"),
+        e.contains("llama.context_length")
+            && e.contains("does not fit this machine's address space"),
         "{e}"
     );
     // The same file with an ordinary context asked for loads.
