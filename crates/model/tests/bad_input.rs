@@ -48,20 +48,20 @@ fn tiny_llama(edit: &Edit) -> Vec<u8> {
     let mut w = GgufWriter::new();
     w.add("general.architecture", OwnedValue::String(arch.into()));
     for (k, v) in [
-        ("block_count", 2u32),
-        ("context_length", edit.context.unwrap_or(64)),
-        ("embedding_length", D as u32),
-        ("feed_forward_length", FF as u32),
-        ("attention.head_count", 2),
-        ("attention.head_count_kv", KV_HEADS as u32),
+        ("block_count", OwnedValue::U32(2)),
+        (
+            "context_length",
+            OwnedValue::U32(edit.context.unwrap_or(64)),
+        ),
+        ("embedding_length", OwnedValue::U32(D as u32)),
+        ("feed_forward_length", OwnedValue::U32(FF as u32)),
+        ("attention.head_count", OwnedValue::U32(2)),
+        ("attention.head_count_kv", OwnedValue::U32(KV_HEADS as u32)),
+        ("attention.layer_norm_rms_epsilon", OwnedValue::F32(1e-5)),
     ] {
         if !edit.meta.iter().any(|(m, _)| *m == k) {
-            w.add(&format!("{arch}.{k}"), OwnedValue::U32(v));
+            w.add(&format!("{arch}.{k}"), v);
         }
-    }
-    let eps = "attention.layer_norm_rms_epsilon";
-    if !edit.meta.iter().any(|&(k, _)| k == eps) {
-        w.add(&format!("{arch}.{eps}"), OwnedValue::F32(1e-5));
     }
     for (k, v) in &edit.meta {
         w.add(&format!("{arch}.{k}"), v.clone());
