@@ -69,6 +69,21 @@ pub fn compile(pattern: &str, encoding: Encoding, max_repetition: u32) -> Result
     Ok(alt(out))
 }
 
+/// A matcher for `pattern` with the meaning [`compile`] gives it (ECMA-262, unanchored unless
+/// `^`/`$` say otherwise), for testing strings known while compiling (a declared property
+/// name against `patternProperties`, an `enum` value against `pattern`). Built from the same
+/// adjusted HIR, so that such a test agrees with the grammar: `regex`'s own parse would read
+/// `\d`, `\w` and `.` in their Unicode meaning.
+pub fn matcher(pattern: &str) -> Result<regex_automata::meta::Regex, RegexError> {
+    let hir = parse(pattern)?;
+    regex_automata::meta::Builder::new()
+        .build_from_hir(&hir)
+        .map_err(|e| RegexError::Syntax {
+            offset: 0,
+            message: e.to_string(),
+        })
+}
+
 /// Parses an ECMA-262 pattern into `regex-syntax`'s HIR with ECMA-262 meaning.
 fn parse(pattern: &str) -> Result<Hir, RegexError> {
     let mut ast = ast::parse::ParserBuilder::new()

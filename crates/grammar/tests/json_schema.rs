@@ -193,6 +193,22 @@ fn cases() -> Vec<Case> {
             &["{\"x-a\":\"s\"}", "{\"y\":1}"],
         ),
         (
+            // ECMA-262's `\w` and `\d` are ASCII: an enum value is checked against a pattern
+            // with the meaning the pattern's grammar has.
+            "enum values checked against an ECMA-262 pattern",
+            json!({"type": "string", "enum": ["a", "é", "7", "١"], "pattern": "^[\\w\\d]$"}),
+            &["\"a\"", "\"7\""],
+            &["\"é\"", "\"١\""],
+        ),
+        (
+            // "é" is not a match of `^\w+$`, so it keeps its own schema alone.
+            "declared names checked against an ECMA-262 patternProperties key",
+            json!({"type": "object", "properties": {"é": {"type": "integer"}, "ok": {"type": "integer"}},
+                   "patternProperties": {"^\\w+$": {"minimum": 5}}}),
+            &["{\"é\":1}", "{\"ok\":5}"],
+            &["{\"ok\":1}", "{\"é\":\"x\"}"],
+        ),
+        (
             "min and max properties",
             json!({"type": "object", "properties": {"a": {}, "b": {}}, "minProperties": 1, "maxProperties": 2}),
             &["{\"a\":1}", "{\"b\":1,\"c\":2}", "{\"a\":1,\"b\":2}"],
@@ -417,6 +433,13 @@ fn bad_input_is_a_located_error() {
         SchemaError::Regex { pointer, .. } => assert_eq!(pointer, "/properties/p"),
         e => panic!("{e}"),
     }
+    // A `patternProperties` key is a pattern too, read as the grammar reads one.
+    let e = err(r#"{"properties": {"a": {}}, "patternProperties": {"^(?!a$)": {}}}"#);
+    match &e {
+        SchemaError::Regex { pointer, .. } => assert_eq!(pointer, "/patternProperties/^(?!a$)"),
+        e => panic!("{e}"),
+    }
+    assert!(e.to_string().contains("look-around assertion"), "{e}");
     assert!(matches!(
         err(r#"{"type": "string", "minLength": 100000}"#),
         SchemaError::LimitExceeded { .. }

@@ -14,7 +14,6 @@
 
 use std::collections::HashMap;
 
-use regex_automata::meta::Regex;
 use serde_json::Value;
 
 use super::constraints::{Constraints, TypeSet};
@@ -38,12 +37,9 @@ struct Member {
 
 /// Whether `name` matches an ECMA-262 pattern (unanchored).
 fn matches(ptr: &str, pattern: &str, name: &str) -> Result<bool, SchemaError> {
-    let r = Regex::new(pattern).map_err(|e| SchemaError::Regex {
+    let r = re::matcher(pattern).map_err(|source| SchemaError::Regex {
         pointer: ptr.to_owned(),
-        source: re::RegexError::Syntax {
-            offset: 0,
-            message: e.to_string(),
-        },
+        source,
     })?;
     Ok(r.is_match(name))
 }
@@ -102,9 +98,11 @@ pub fn lower(c: &mut Compiler, here: &str, k: &Constraints) -> Result<Expr, Sche
     for name in &names {
         let mut conj = Conj::default();
         for part in &k.objs {
-            if let Some((_, ptr)) = part.props.iter().find(|(n, _)| n == name) {
+            // A declared name's value meets its own schema and that of every pattern of the
+            // same object that matches it; `additionalProperties` only where neither applies.
+            let declared = part.props.iter().find(|(n, _)| n == name);
+            if let Some((_, ptr)) = declared {
                 c.res.flatten(ptr, &mut conj)?;
-                continue;
             }
             let mut matched = false;
             for (p, ptr) in &part.patterns {
@@ -113,7 +111,10 @@ pub fn lower(c: &mut Compiler, here: &str, k: &Constraints) -> Result<Expr, Sche
                     matched = true;
                 }
             }
-            if !matched && let Some(ptr) = &part.additional {
+            if declared.is_none()
+                && !matched
+                && let Some(ptr) = &part.additional
+            {
                 c.res.flatten(ptr, &mut conj)?;
             }
         }
