@@ -400,6 +400,62 @@ fn strict_turns_warnings_into_refusals() {
 }
 
 #[test]
+fn a_pointer_missing_from_its_own_resource_is_read_from_the_root_with_a_warning() {
+    // As schemastore's base-04.json: subschemas with an `id` that still point into the
+    // document's definitions.
+    let schema = json!({
+        "$id": "https://example.com/base.json",
+        "definitions": {
+            "path": {"id": "path", "type": "string", "minLength": 1},
+            "nullable-path": {"id": "nullable-path", "oneOf": [{"$ref": "#/definitions/path"}, {"type": "null"}]},
+        },
+        "$ref": "#/definitions/nullable-path",
+    });
+    let c = compile(&schema, &Options::default()).unwrap();
+    for doc in ["\"a\"", "null"] {
+        assert!(accepts(&c.grammar, doc.as_bytes()), "{doc}\n{}", c.grammar);
+    }
+    for doc in ["\"\"", "1"] {
+        assert!(!accepts(&c.grammar, doc.as_bytes()), "{doc}\n{}", c.grammar);
+    }
+    let warned = c
+        .report
+        .warnings()
+        .find(|e| e.keyword == "$ref")
+        .expect("a warning for the $ref");
+    assert_eq!(warned.pointer, "/definitions/nullable-path/oneOf/0");
+    let Status::Warning(why) = &warned.status else {
+        panic!("{warned:?}")
+    };
+    assert!(
+        why.contains("https://example.com/nullable-path") && why.contains("root"),
+        "{why}"
+    );
+    let strict = Options {
+        strict: true,
+        ..Options::default()
+    };
+    match compile(&schema, &strict) {
+        Err(SchemaError::Refused {
+            pointer, keyword, ..
+        }) => {
+            assert_eq!(
+                (pointer.as_str(), keyword.as_str()),
+                ("/definitions/nullable-path/oneOf/0", "$ref")
+            );
+        }
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+    // Where the root lacks it too, it is still an error.
+    let mut missing = schema.clone();
+    missing["definitions"]["nullable-path"]["oneOf"][0]["$ref"] = json!("#/definitions/nowhere");
+    assert!(matches!(
+        compile(&missing, &Options::default()),
+        Err(SchemaError::RefNotFound { .. })
+    ));
+}
+
+#[test]
 fn bad_input_is_a_located_error() {
     let err = |text: &str| compile_str(text, &Options::default()).unwrap_err();
     assert!(matches!(

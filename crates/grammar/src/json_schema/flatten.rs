@@ -5,7 +5,8 @@
 //! are kept as *groups* to pick a branch from later. Cycles (`$ref` back to an ancestor)
 //! stop the gathering, since a schema already in the conjunction adds nothing new.
 
-use std::collections::{BTreeSet, HashMap};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde_json::Value;
 
@@ -48,6 +49,10 @@ pub struct Resolver<'a> {
     ids: HashMap<String, String>,
     /// The base URI each `$id` sets, by pointer of its schema.
     bases: HashMap<String, String>,
+    /// `$ref`s read from the document's root because the resource they are written in lacks
+    /// their pointer (see [`Resolver::resolve`]): why, by the pointer of the schema holding
+    /// each, for the report.
+    from_root: RefCell<BTreeMap<String, String>>,
 }
 
 impl<'a> Resolver<'a> {
@@ -56,6 +61,7 @@ impl<'a> Resolver<'a> {
             root,
             ids: HashMap::new(),
             bases: HashMap::new(),
+            from_root: RefCell::default(),
         };
         collect_ids(root, String::new(), String::new(), &mut r, 0);
         r
@@ -109,10 +115,34 @@ impl<'a> Resolver<'a> {
                 .cloned()
                 .ok_or_else(not_found)?
         };
-        match self.get(&target) {
-            Some(Value::Object(_) | Value::Bool(_)) => Ok(target),
-            _ => Err(not_found()),
+        let is_schema =
+            |ptr: &str| matches!(self.get(ptr), Some(Value::Object(_) | Value::Bool(_)));
+        if is_schema(&target) {
+            return Ok(target);
         }
+        // A pointer into a subschema that has an `$id` is, by the specification, a pointer
+        // into that subschema. Many published schemas give subschemas an `$id` and still
+        // write `#/definitions/…` for the document's own definitions, as editors (VS Code's
+        // JSON service) read them: where the subschema lacks the pointer and the document has
+        // it, the document's is taken, and the report says so (a warning: `strict` refuses).
+        let at_root = percent_decode(fragment);
+        if !doc_ptr.is_empty() && fragment.starts_with('/') && is_schema(&at_root) {
+            self.from_root.borrow_mut().insert(
+                at.to_owned(),
+                format!(
+                    "'{reference}' is not in the schema resource it is written in ('{doc}'); \
+                     read from the document's root"
+                ),
+            );
+            return Ok(at_root);
+        }
+        Err(not_found())
+    }
+
+    /// The `$ref`s read from the document's root so far (see [`Resolver::resolve`]): the
+    /// pointer of the schema holding each, and why.
+    pub fn read_from_root(&self) -> Vec<(String, String)> {
+        self.from_root.borrow().clone().into_iter().collect()
     }
 
     /// Adds the schema at `pointer`, with its `allOf` members and `$ref` target, to `conj`.

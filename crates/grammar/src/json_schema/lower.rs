@@ -62,6 +62,9 @@ impl<'a> Compiler<'a> {
             Expr::Rule(id) if self.rules.name(id) == "root" => id,
             other => self.rules.add("root", other),
         };
+        for (ptr, why) in self.res.read_from_root() {
+            self.report.record(&ptr, "$ref", Status::Warning(why));
+        }
         if self.opts.strict
             && let Some(w) = self.report.warnings().next()
         {
