@@ -4,7 +4,8 @@
 //! translated: `\d` and `\w` are ASCII-only and `.` excludes all four line terminators
 //! (`\n`, `\r`, U+2028, U+2029). As JSON Schema says, a pattern is *unanchored*: it
 //! matches a string that merely contains a match, unless it begins with `^` or ends with
-//! `$` (per top-level alternative).
+//! `$` (per alternative; also inside a group or repetition at the pattern's edge, as in
+//! `^(\w+(\/|$))*$`).
 //!
 //! Look-around, back-references and word boundaries cannot be expressed by a context-free
 //! grammar and are refused with the byte offset in the pattern. Repetition bounds above
@@ -14,11 +15,11 @@
 //! that JSON must escape (`"`, `\`, controls) match their escape sequences instead.
 
 use regex_syntax::ast::{self, Ast, ClassAsciiKind, ClassPerlKind};
-use regex_syntax::hir::{Class, Hir, HirKind, Look};
+use regex_syntax::hir::{self, Class, Hir, HirKind, Look};
 use thiserror::Error;
 
 use crate::ir::{CharRange, Expr};
-use crate::json_schema::rules::{alt, class, lit, repeat, seq, star};
+use crate::json_schema::rules::{alt, alt_opt, class, lit, repeat, seq, star};
 
 /// How matched characters are written in the text the grammar matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,9 +54,11 @@ pub fn compile(pattern: &str, encoding: Encoding, max_repetition: u32) -> Result
     // `(^a|b)c$`): the four combinations of anchored start/end each get their padding.
     let (start_anchored, start_free) = split(&hir, Edge::Start);
     let mut out = Vec::new();
+    let start_anchored = start_anchored.map(|h| at_edge(h, Edge::Start));
     for (h, at_start) in [(start_anchored, true), (start_free, false)] {
         let Some(h) = h else { continue };
         let (end_anchored, end_free) = split(&h, Edge::End);
+        let end_anchored = end_anchored.map(|h| at_edge(h, Edge::End));
         for (core, at_end) in [(end_anchored, true), (end_free, false)] {
             let Some(core) = core else { continue };
             let any = || star(lower.any_char());
@@ -66,7 +69,9 @@ pub fn compile(pattern: &str, encoding: Encoding, max_repetition: u32) -> Result
             ]));
         }
     }
-    Ok(alt(out))
+    // No way through (an anchor that cannot hold on any path): nothing matches, which the
+    // empty class says (an empty alternation would match the empty string).
+    Ok(alt_opt(out).unwrap_or_else(|| class(&[])))
 }
 
 /// A matcher for `pattern` with the meaning [`compile`] gives it (ECMA-262, unanchored unless
@@ -267,8 +272,60 @@ fn split(h: &Hir, edge: Edge) -> (Option<Hir>, Option<Hir>) {
             };
             (a.map(rebuild), f.map(rebuild))
         }
+        // The iterations before the one at the edge are free ones; the one at the edge may
+        // be anchored. Where an iteration can match nothing, such iterations can stand at
+        // the edge beside the anchored one, so only the maximum bounds the others.
+        HirKind::Repetition(r) if r.max != Some(0) => {
+            let (Some(anchored), free) = split(&r.sub, edge) else {
+                return (None, Some(h.clone()));
+            };
+            let times = |min: u32, max: Option<u32>, sub: &Hir| {
+                Hir::repetition(hir::Repetition {
+                    min,
+                    max,
+                    greedy: r.greedy,
+                    sub: Box::new(sub.clone()),
+                })
+            };
+            let nullable = |h: &Hir| h.properties().minimum_len() == Some(0);
+            let pad = nullable(&anchored) || free.as_ref().is_some_and(nullable);
+            let before = if pad { 0 } else { r.min.saturating_sub(1) };
+            let others = free
+                .as_ref()
+                .map(|f| times(before, r.max.map(|m| m - 1), f));
+            let at_edge = match others {
+                Some(o) => Some(Hir::concat(match edge {
+                    Edge::Start => vec![anchored, o],
+                    Edge::End => vec![o, anchored],
+                })),
+                None if pad || r.min <= 1 => Some(anchored),
+                None => None,
+            };
+            let free = match &free {
+                Some(f) => Some(times(r.min, r.max, f)),
+                None if r.min == 0 => Some(Hir::empty()),
+                None => None,
+            };
+            (at_edge, free)
+        }
         _ => (None, Some(h.clone())),
     }
+}
+
+/// `h` matched at `edge` of the string: anchors at that edge of it (inside groups,
+/// alternatives and repetitions at the edge, as in `^(a(\/|$))*$`) hold there, so they are
+/// dropped, pass after pass while there are any (eight passes at most: a repetition's pass
+/// copies its body, anchors and all, so the count need not fall); anchors left elsewhere
+/// are refused when lowered.
+fn at_edge(mut h: Hir, edge: Edge) -> Hir {
+    for _ in 0..8 {
+        match split(&h, edge) {
+            (None, _) => break,
+            (Some(a), None) => h = a,
+            (Some(a), Some(f)) => h = Hir::alternation(vec![a, f]),
+        }
+    }
+    h
 }
 
 /// `regex-syntax` reports look-around and back-references as syntax errors; say what they
@@ -328,6 +385,21 @@ fn make_ecma(ast: &mut Ast) -> Result<(), RegexError> {
             | ast::AssertionKind::EndLine
             | ast::AssertionKind::StartText
             | ast::AssertionKind::EndText => {}
+            // `regex` reads `\<` and `\>` as word boundaries; to ECMA-262 (and Python) they
+            // are the characters themselves, as in `^.+\<.+@.+\>$` (a name and an address).
+            ast::AssertionKind::WordBoundaryStartAngle
+            | ast::AssertionKind::WordBoundaryEndAngle => {
+                let c = if a.kind == ast::AssertionKind::WordBoundaryStartAngle {
+                    '<'
+                } else {
+                    '>'
+                };
+                *ast = Ast::Literal(Box::new(ast::Literal {
+                    span: a.span,
+                    kind: ast::LiteralKind::Superfluous,
+                    c,
+                }));
+            }
             _ => {
                 return Err(RegexError::Unsupported {
                     offset: a.span.start.offset,
@@ -416,7 +488,7 @@ impl Lower {
             HirKind::Look(_) => {
                 return Err(RegexError::Unsupported {
                     offset: 0,
-                    what: "anchor (^ or $) inside the pattern; only a leading ^ and a trailing $ are supported"
+                    what: "anchor (^ or $) other than at the pattern's start or end (or at those of a group, alternative or repetition there)"
                         .into(),
                 });
             }

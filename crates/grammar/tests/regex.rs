@@ -32,6 +32,21 @@ const CASES: &[(&str, &[&str], &[&str])] = &[
     ("^a{3}$", &["aaa"], &["aa", "aaaa"]),
     ("^\\/\\.$", &["/."], &["/x"]),
     ("^(?<y>\\d{4})-\\u00e9$", &["2024-é"], &["2024-e"]),
+    // ECMA-262 reads `\<` and `\>` as the characters (`regex` as word boundaries).
+    (
+        "^.+\\<.+@.+\\>$",
+        &["Ann <a@b.c>"],
+        &["Ann a@b.c", "<a@b.c"],
+    ),
+    // Anchors inside a group, alternative or repetition at an edge of the pattern.
+    (
+        "^(\\/?((\\.{2})|([a-z0-9\\-]*))($|\\/))*$",
+        &["", "a/b", "/a/../b", "a/", "..", "/"],
+        &["A", "a//.b", "a/.../c"],
+    ),
+    ("^(^a|b)c", &["ac", "bcx"], &["xac", "abc"]),
+    ("(a|b$)+", &["xaa", "xab", "b", "ab"], &["xbx", "c"]),
+    ("((^|-)x)+$", &["x", "x-x", "a-x"], &["ax", "x-"]),
 ];
 
 #[test]
@@ -96,4 +111,48 @@ fn what_a_grammar_cannot_express_is_refused_with_its_offset() {
     ));
     assert!(matches!(err("a("), RegexError::Syntax { .. }));
     assert!(matches!(err("a^b"), RegexError::Unsupported { .. }));
+}
+
+/// Patterns with `^` and `$` inside groups, alternatives and repetitions, against V8's
+/// `RegExp` (`tests/fixtures/regex/anchors.json`, written by `ecma_reference.mjs` beside
+/// it): every pattern stampo compiles matches exactly where `RegExp` finds a match; the
+/// others are refused with an error, and most compile.
+#[test]
+fn anchors_inside_a_pattern_match_as_v8_does() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/regex/anchors.json"
+    );
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let strings: Vec<&str> = doc["strings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    let (mut compiled, mut refused, mut failures) = (0, 0, Vec::new());
+    for case in doc["cases"].as_array().unwrap() {
+        let (pattern, verdicts) = (case[0].as_str().unwrap(), case[1].as_str().unwrap());
+        let Ok(expr) = compile(pattern, Encoding::Raw, 100) else {
+            refused += 1;
+            continue;
+        };
+        compiled += 1;
+        let g = Grammar {
+            rules: vec![Rule {
+                name: "root".into(),
+                expr,
+            }],
+            root: Some(RuleId(0)),
+        };
+        for (s, v) in strings.iter().zip(verdicts.chars()) {
+            if accepts(&g, s.as_bytes()) != (v == '1') {
+                failures.push(format!("/{pattern}/ on {s:?}: V8 says {v}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    println!("{compiled} patterns compiled, {refused} refused");
+    assert!(compiled >= 300, "{compiled} compiled, {refused} refused");
 }
