@@ -1,7 +1,8 @@
 //! Regular expressions (JSON Schema `pattern`, ECMA-262 flavour) lowered to the grammar IR.
 //!
 //! The pattern is parsed by `regex-syntax`, then adjusted to ECMA-262 meaning before it is
-//! translated: `\d` and `\w` are ASCII-only and `.` excludes all four line terminators
+//! translated: `\d` and `\w` are ASCII-only, `\s` is ECMA-262's white space (with U+FEFF,
+//! without U+0085) and `.` excludes all four line terminators
 //! (`\n`, `\r`, U+2028, U+2029). As JSON Schema says, a pattern is *unanchored*: it
 //! matches a string that merely contains a match, unless it begins with `^` or ends with
 //! `$` (per alternative; also inside a group or repetition at the pattern's edge, as in
@@ -447,13 +448,55 @@ fn make_ecma_item(item: &mut ast::ClassSetItem) {
     }
 }
 
-/// `\d`, `\w` (and negations) as their ASCII classes; `\s` keeps its Unicode meaning, which
-/// is ECMA-262's.
+/// ECMA-262's white space and line terminators, the class `\s` names: Unicode's `White_Space`
+/// (`regex`'s `\s`) but for U+0085, and with U+FEFF.
+const ECMA_SPACE: &[(char, char)] = &[
+    ('\t', '\r'),
+    (' ', ' '),
+    ('\u{a0}', '\u{a0}'),
+    ('\u{1680}', '\u{1680}'),
+    ('\u{2000}', '\u{200a}'),
+    ('\u{2028}', '\u{2029}'),
+    ('\u{202f}', '\u{202f}'),
+    ('\u{205f}', '\u{205f}'),
+    ('\u{3000}', '\u{3000}'),
+    ('\u{feff}', '\u{feff}'),
+];
+
+/// `\d`, `\w`, `\s` (and negations) as ECMA-262's classes: ASCII digits and word
+/// characters, [`ECMA_SPACE`].
 fn ascii_perl(p: &ast::ClassPerl) -> Option<ast::ClassSetItem> {
     let kind = match p.kind {
         ClassPerlKind::Digit => ClassAsciiKind::Digit,
         ClassPerlKind::Word => ClassAsciiKind::Word,
-        ClassPerlKind::Space => return None,
+        ClassPerlKind::Space => {
+            let span = p.span;
+            let literal = |c: char| ast::Literal {
+                span,
+                kind: ast::LiteralKind::Verbatim,
+                c,
+            };
+            let items = ECMA_SPACE
+                .iter()
+                .map(|&(lo, hi)| {
+                    ast::ClassSetItem::Range(ast::ClassSetRange {
+                        span,
+                        start: literal(lo),
+                        end: literal(hi),
+                    })
+                })
+                .collect();
+            return Some(ast::ClassSetItem::Bracketed(Box::new(
+                ast::ClassBracketed {
+                    span,
+                    negated: p.negated,
+                    kind: ast::ClassSet::Item(ast::ClassSetItem::Union(ast::ClassSetUnion {
+                        span,
+                        items,
+                    })),
+                },
+            )));
+        }
     };
     Some(ast::ClassSetItem::Ascii(ast::ClassAscii {
         span: p.span,

@@ -113,15 +113,13 @@ fn what_a_grammar_cannot_express_is_refused_with_its_offset() {
     assert!(matches!(err("a^b"), RegexError::Unsupported { .. }));
 }
 
-/// Patterns with `^` and `$` inside groups, alternatives and repetitions, against V8's
-/// `RegExp` (`tests/fixtures/regex/anchors.json`, written by `ecma_reference.mjs` beside
-/// it): every pattern stampo compiles matches exactly where `RegExp` finds a match; the
-/// others are refused with an error, and most compile.
-#[test]
-fn anchors_inside_a_pattern_match_as_v8_does() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/tests/fixtures/regex/anchors.json"
+/// Checks every pattern of a fixture written by `tests/fixtures/regex/ecma_reference.mjs`
+/// that stampo compiles against V8's verdicts: how many compiled, how many were refused,
+/// and each disagreement.
+fn against_v8(fixture: &str) -> (usize, usize, Vec<String>) {
+    let path = format!(
+        "{}/tests/fixtures/regex/{fixture}",
+        env!("CARGO_MANIFEST_DIR")
     );
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
@@ -152,7 +150,26 @@ fn anchors_inside_a_pattern_match_as_v8_does() {
             }
         }
     }
+    println!("{fixture}: {compiled} patterns compiled, {refused} refused");
+    (compiled, refused, failures)
+}
+
+/// Patterns with `^` and `$` inside groups, alternatives and repetitions: every pattern
+/// stampo compiles matches exactly where V8's `RegExp` finds a match; the others are
+/// refused with an error, and most compile.
+#[test]
+fn anchors_inside_a_pattern_match_as_v8_does() {
+    let (compiled, refused, failures) = against_v8("anchors.json");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    println!("{compiled} patterns compiled, {refused} refused");
     assert!(compiled >= 300, "{compiled} compiled, {refused} refused");
+}
+
+/// Classes and escapes whose meaning differs between ECMA-262 and Rust's `regex`, on the
+/// characters that tell them apart (Unicode digits and letters, the white space of each,
+/// line terminators).
+#[test]
+fn classes_and_escapes_match_as_v8_does() {
+    let (compiled, refused, failures) = against_v8("escapes.json");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(compiled >= 250, "{compiled} compiled, {refused} refused");
 }
