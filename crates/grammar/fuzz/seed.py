@@ -1,6 +1,7 @@
 """Seeds the fuzz corpora from the vendored JSON Schema Test Suite: every schema (for
-`json_schema`) and every `pattern`/`patternProperties` regex (for `regex`); and from the
-vendored llama.cpp grammars (for `gbnf`).
+`json_schema`) and every `pattern`/`patternProperties` regex (for `regex`, with the patterns
+of the V8 fixtures in tests/fixtures/regex: anchors inside groups, escapes, look-ahead); and
+from the vendored llama.cpp grammars (for `gbnf`).
 
 Run from crates/grammar/fuzz: python3 seed.py
 """
@@ -11,6 +12,7 @@ import os
 HERE = os.path.dirname(os.path.abspath(__file__))
 SUITE = os.path.join(HERE, "..", "tests", "data", "json-schema-test-suite", "draft2020-12")
 GRAMMARS = os.path.join(HERE, "..", "tests", "data", "llama.cpp-grammars")
+REGEX_FIXTURES = os.path.join(HERE, "..", "tests", "fixtures", "regex")
 
 
 def patterns(v, out):
@@ -34,6 +36,10 @@ def main():
                 for group in json.load(fh):
                     schemas.append(json.dumps(group["schema"]))
                     patterns(group["schema"], regexes)
+    for f in sorted(os.listdir(REGEX_FIXTURES)):
+        if f.endswith(".json"):
+            with open(os.path.join(REGEX_FIXTURES, f), encoding="utf-8") as fh:
+                regexes.update(case[0] for case in json.load(fh)["cases"])
     grammars = []
     for f in sorted(os.listdir(GRAMMARS)):
         if f.endswith(".gbnf"):

@@ -5,7 +5,7 @@
 
 use stampo_grammar::accepts;
 use stampo_grammar::ir::{Grammar, Rule, RuleId};
-use stampo_grammar::regex::{Encoding, RegexError, compile};
+use stampo_grammar::regex::{Encoding, RegexError, compile, grammar as grammar_of};
 
 fn grammar(pattern: &str, encoding: Encoding) -> Grammar {
     let expr = compile(pattern, encoding, 100).unwrap();
@@ -132,18 +132,11 @@ fn against_v8(fixture: &str) -> (usize, usize, Vec<String>) {
     let (mut compiled, mut refused, mut failures) = (0, 0, Vec::new());
     for case in doc["cases"].as_array().unwrap() {
         let (pattern, verdicts) = (case[0].as_str().unwrap(), case[1].as_str().unwrap());
-        let Ok(expr) = compile(pattern, Encoding::Raw, 100) else {
+        let Ok(g) = grammar_of(pattern, Encoding::Raw, 100) else {
             refused += 1;
             continue;
         };
         compiled += 1;
-        let g = Grammar {
-            rules: vec![Rule {
-                name: "root".into(),
-                expr,
-            }],
-            root: Some(RuleId(0)),
-        };
         for (s, v) in strings.iter().zip(verdicts.chars()) {
             if accepts(&g, s.as_bytes()) != (v == '1') {
                 failures.push(format!("/{pattern}/ on {s:?}: V8 says {v}"));
@@ -172,4 +165,47 @@ fn classes_and_escapes_match_as_v8_does() {
     let (compiled, refused, failures) = against_v8("escapes.json");
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(compiled >= 250, "{compiled} compiled, {refused} refused");
+}
+
+/// Patterns opening with look-ahead (`^(?!X)Y`, `^(?=X)Y`, two in a row), whose grammar is
+/// an automaton of the difference (or intersection) of the two languages.
+#[test]
+fn leading_look_ahead_matches_as_v8_does() {
+    let (compiled, refused, failures) = against_v8("lookahead.json");
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(compiled >= 250, "{compiled} compiled, {refused} refused");
+}
+
+/// Where look-ahead is not the pattern's opening, or guards only one alternative of it, it is
+/// refused with its offset; an automaton past its limits is an error, not a long wait.
+#[test]
+fn look_ahead_elsewhere_is_refused_and_an_automaton_is_bounded() {
+    let err = |p: &str| grammar_of(p, Encoding::Raw, 100).unwrap_err();
+    // In `^(?!a)b|c` the look-ahead guards `b` only.
+    assert!(matches!(
+        err("^(?!a)b|c"),
+        RegexError::Unsupported { offset: 1, .. }
+    ));
+    assert!(matches!(
+        err("a(?!b)"),
+        RegexError::Unsupported { offset: 1, .. }
+    ));
+    // An error inside the look-ahead or after it is located in the whole pattern.
+    assert!(matches!(
+        err("^(?!a(?=b))c"),
+        RegexError::Unsupported { offset: 5, .. }
+    ));
+    assert!(matches!(
+        err("^(?!a)b(?=c)"),
+        RegexError::Unsupported { offset: 7, .. }
+    ));
+    // Escaped and bracketed parentheses do not close the look-ahead.
+    let g = grammar_of(r"^(?![)]\)).", Encoding::Raw, 100).unwrap();
+    assert!(accepts(&g, b")a") && accepts(&g, b"a))") && !accepts(&g, b"))x"));
+    let started = std::time::Instant::now();
+    assert!(matches!(
+        err("^(?![ab]*a[ab]{12}$)[ab]*$"),
+        RegexError::TooLarge { .. }
+    ));
+    assert!(started.elapsed().as_secs() < 10, "{:?}", started.elapsed());
 }

@@ -374,12 +374,14 @@ fn additional_members(
                 );
             }
         }
-        let key = re::compile(pattern, Encoding::JsonString, c.opts.limits.max_repetition)
+        let hint = format!("{ptr}-key");
+        let max_rep = c.opts.limits.max_repetition;
+        let key = re::compile_in(pattern, Encoding::JsonString, max_rep, &mut c.rules, &hint)
             .map_err(|source| SchemaError::Regex {
                 pointer: (*ptr).to_owned(),
                 source,
             })?;
-        let key = c.rules.add(&format!("{ptr}-key"), key);
+        let key = c.rules.add(&hint, key);
         let value = c.lower_ptr(ptr)?;
         alts.push(seq(vec![
             lit("\""),

@@ -48,7 +48,11 @@ pub fn lower(c: &mut Compiler, k: &Constraints) -> Result<Expr, SchemaError> {
                 continue;
             }
         }
-        body = Some(regex::compile(pattern, Encoding::JsonString, max_rep).map_err(regex_err)?);
+        let hint = format!("{ptr}-pattern");
+        body = Some(
+            regex::compile_in(pattern, Encoding::JsonString, max_rep, &mut c.rules, &hint)
+                .map_err(regex_err)?,
+        );
     }
     for (ptr, name) in &k.formats {
         if body.is_some() {

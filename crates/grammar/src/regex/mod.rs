@@ -8,8 +8,9 @@
 //! `$` (per alternative; also inside a group or repetition at the pattern's edge, as in
 //! `^(\w+(\/|$))*$`).
 //!
-//! Look-around, back-references and word boundaries cannot be expressed by a context-free
-//! grammar and are refused with the byte offset in the pattern. Repetition bounds above
+//! Look-ahead that opens the pattern (`^(?!X)Y`) is written as an automaton ([`lookahead`]);
+//! other look-around, back-references and word boundaries cannot be expressed by a
+//! context-free grammar and are refused with the byte offset in the pattern. Repetition bounds above
 //! the limit are refused too, so a pattern cannot blow the grammar up.
 //!
 //! [`Encoding::JsonString`] produces the text *inside* a JSON string literal: characters
@@ -19,8 +20,10 @@ use regex_syntax::ast::{self, Ast, ClassAsciiKind, ClassPerlKind};
 use regex_syntax::hir::{self, Class, Hir, HirKind, Look};
 use thiserror::Error;
 
-use crate::ir::{CharRange, Expr};
-use crate::json_schema::rules::{alt, alt_opt, class, lit, repeat, seq, star};
+use crate::ir::{CharRange, Expr, Grammar};
+use crate::json_schema::rules::{RuleSet, alt, alt_opt, class, lit, repeat, seq, star};
+
+mod lookahead;
 
 /// How matched characters are written in the text the grammar matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,6 +43,9 @@ pub enum RegexError {
     Unsupported { offset: usize, what: String },
     #[error("regex repetition bound {value} exceeds the limit {max}")]
     RepetitionTooLarge { value: u32, max: u32 },
+    /// A look-ahead pattern whose automaton passes a limit ([`lookahead`]).
+    #[error("regex too large: {what}")]
+    TooLarge { what: String },
 }
 
 /// Compiles `pattern` to an expression matching every string that contains a match
@@ -51,43 +57,116 @@ pub fn compile(pattern: &str, encoding: Encoding, max_repetition: u32) -> Result
         encoding,
         max_repetition,
     };
-    // Split off the anchors at the edges (also inside groups and alternatives, as in
-    // `(^a|b)c$`): the four combinations of anchored start/end each get their padding.
-    let (start_anchored, start_free) = split(&hir, Edge::Start);
     let mut out = Vec::new();
-    let start_anchored = start_anchored.map(|h| at_edge(h, Edge::Start));
-    for (h, at_start) in [(start_anchored, true), (start_free, false)] {
-        let Some(h) = h else { continue };
-        let (end_anchored, end_free) = split(&h, Edge::End);
-        let end_anchored = end_anchored.map(|h| at_edge(h, Edge::End));
-        for (core, at_end) in [(end_anchored, true), (end_free, false)] {
-            let Some(core) = core else { continue };
-            let any = || star(lower.any_char());
-            out.push(seq(vec![
-                if at_start { Expr::Empty } else { any() },
-                lower.lower(&core)?,
-                if at_end { Expr::Empty } else { any() },
-            ]));
-        }
+    for (core, at_start, at_end) in edge_cores(&hir) {
+        let any = || star(lower.any_char());
+        out.push(seq(vec![
+            if at_start { Expr::Empty } else { any() },
+            lower.lower(&core)?,
+            if at_end { Expr::Empty } else { any() },
+        ]));
     }
     // No way through (an anchor that cannot hold on any path): nothing matches, which the
     // empty class says (an empty alternation would match the empty string).
     Ok(alt_opt(out).unwrap_or_else(|| class(&[])))
 }
 
-/// A matcher for `pattern` with the meaning [`compile`] gives it (ECMA-262, unanchored unless
-/// `^`/`$` say otherwise), for testing strings known while compiling (a declared property
-/// name against `patternProperties`, an `enum` value against `pattern`). Built from the same
-/// adjusted HIR, so that such a test agrees with the grammar: `regex`'s own parse would read
-/// `\d`, `\w` and `.` in their Unicode meaning.
-pub fn matcher(pattern: &str) -> Result<regex_automata::meta::Regex, RegexError> {
+/// As [`compile`], and also for a pattern that opens with look-ahead (`^(?!X)Y`,
+/// `^(?=X)Y`), whose automaton takes rules of its own in `rules` (named after `hint`).
+pub(crate) fn compile_in(
+    pattern: &str,
+    encoding: Encoding,
+    max_repetition: u32,
+    rules: &mut RuleSet,
+    hint: &str,
+) -> Result<Expr, RegexError> {
+    match lookahead::split_leading(pattern) {
+        Some(leading) => {
+            lookahead::Dfa::new(&leading, max_repetition)?.rules(encoding, rules, hint)
+        }
+        None => compile(pattern, encoding, max_repetition),
+    }
+}
+
+/// The grammar of the strings `pattern` matches (its root rule `root`): [`compile_in`]'s
+/// expression with the rules it takes.
+pub fn grammar(
+    pattern: &str,
+    encoding: Encoding,
+    max_repetition: u32,
+) -> Result<Grammar, RegexError> {
+    let mut rules = RuleSet::default();
+    let expr = compile_in(pattern, encoding, max_repetition, &mut rules, "pattern")?;
+    let root = rules.add("root", expr);
+    Ok(rules.into_grammar(root))
+}
+
+/// The pieces of `hir` with the anchors at its edges split off (also inside groups,
+/// alternatives and repetitions, as in `(^a|b)c$`), each with whether it is anchored at
+/// the start and at the end.
+fn edge_cores(hir: &Hir) -> Vec<(Hir, bool, bool)> {
+    let (start_anchored, start_free) = split(hir, Edge::Start);
+    let start_anchored = start_anchored.map(|h| at_edge(h, Edge::Start));
+    let mut out = Vec::new();
+    for (h, at_start) in [(start_anchored, true), (start_free, false)] {
+        let Some(h) = h else { continue };
+        let (end_anchored, end_free) = split(&h, Edge::End);
+        let end_anchored = end_anchored.map(|h| at_edge(h, Edge::End));
+        for (core, at_end) in [(end_anchored, true), (end_free, false)] {
+            if let Some(core) = core {
+                out.push((core, at_start, at_end));
+            }
+        }
+    }
+    out
+}
+
+/// An anchor the lowering cannot place.
+fn inner_anchor() -> RegexError {
+    RegexError::Unsupported {
+        offset: 0,
+        what: "anchor (^ or $) other than at the pattern's start or end (or at those of a group, alternative or repetition there)"
+            .into(),
+    }
+}
+
+/// A matcher for `pattern` with the meaning [`compile_in`] gives it (ECMA-262, unanchored
+/// unless `^`/`$` say otherwise), for testing strings known while compiling (a declared
+/// property name against `patternProperties`, an `enum` value against `pattern`). Built
+/// from the same adjusted HIR, so that such a test agrees with the grammar: `regex`'s own
+/// parse would read `\d`, `\w` and `.` in their Unicode meaning.
+pub fn matcher(pattern: &str) -> Result<PatternMatcher, RegexError> {
+    if let Some(leading) = lookahead::split_leading(pattern) {
+        // No limit on repetitions here: the grammar's compile applies it.
+        let dfa = lookahead::Dfa::new(&leading, u32::MAX)?;
+        return Ok(PatternMatcher(Matching::Ahead(Box::new(dfa))));
+    }
     let hir = parse(pattern)?;
-    regex_automata::meta::Builder::new()
+    let regex = regex_automata::meta::Builder::new()
         .build_from_hir(&hir)
         .map_err(|e| RegexError::Syntax {
             offset: 0,
             message: e.to_string(),
-        })
+        })?;
+    Ok(PatternMatcher(Matching::Regex(regex)))
+}
+
+/// See [`matcher`].
+pub struct PatternMatcher(Matching);
+
+enum Matching {
+    Regex(regex_automata::meta::Regex),
+    Ahead(Box<lookahead::Dfa>),
+}
+
+impl PatternMatcher {
+    /// Whether the pattern matches somewhere in `s` (or as its anchors say).
+    pub fn is_match(&self, s: &str) -> bool {
+        match &self.0 {
+            Matching::Regex(r) => r.is_match(s),
+            Matching::Ahead(dfa) => dfa.is_match(s),
+        }
+    }
 }
 
 /// Parses an ECMA-262 pattern into `regex-syntax`'s HIR with ECMA-262 meaning.
@@ -528,13 +607,7 @@ impl Lower {
                     what: "byte class".into(),
                 });
             }
-            HirKind::Look(_) => {
-                return Err(RegexError::Unsupported {
-                    offset: 0,
-                    what: "anchor (^ or $) other than at the pattern's start or end (or at those of a group, alternative or repetition there)"
-                        .into(),
-                });
-            }
+            HirKind::Look(_) => return Err(inner_anchor()),
             HirKind::Repetition(r) => {
                 for bound in [Some(r.min), r.max].into_iter().flatten() {
                     if bound > self.max_repetition {
