@@ -12,8 +12,8 @@
 use super::SchemaError;
 use super::constraints::Constraints;
 use super::flatten::Conj;
-use super::lower::{Compiler, fail};
-use super::rules::{alt_opt, lit, opt, repeat, seq, star};
+use super::lower::Compiler;
+use super::rules::{alt_opt, fail, lit, opt, repeat, seq, star};
 use super::whitespace::Slot;
 use crate::ir::Expr;
 

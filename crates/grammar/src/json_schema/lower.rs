@@ -7,19 +7,11 @@ use serde_json::Value;
 
 use super::constraints::{Constraints, TypeSet, json_eq};
 use super::flatten::{Conj, ConjKey, Resolver};
-use super::rules::{RuleSet, alt, lit, rule, seq};
+use super::rules::{RuleSet, alt, fail, lit, rule, seq};
 use super::whitespace::Slot;
 use super::{Compiled, Options, SchemaError, literal, number, prune};
 use crate::ir::{Expr, RuleId};
 use crate::report::{Report, Status};
-
-/// The expression that matches nothing (an empty character class); [`prune`] removes it.
-pub fn fail() -> Expr {
-    Expr::Class {
-        ranges: Vec::new(),
-        negated: false,
-    }
-}
 
 pub struct Compiler<'a> {
     pub res: Resolver<'a>,

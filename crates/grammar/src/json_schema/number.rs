@@ -644,7 +644,7 @@ pub fn lower(
     };
     let Some((m, e)) = step.scaled() else {
         c.warn(&step_ptr, "multipleOf", "too many digits; not enforced");
-        return Ok(range(lo.as_ref(), hi.as_ref(), frac_max).unwrap_or_else(super::lower::fail));
+        return Ok(range(lo.as_ref(), hi.as_ref(), frac_max).unwrap_or_else(super::rules::fail));
     };
     if e > 0 && m == 1 {
         // A decimal step 10^-e: at most e fraction digits (integers need nothing).
@@ -686,5 +686,5 @@ pub fn lower(
         "multipleOf",
         "not enforced with these bounds (too many values to enumerate)",
     );
-    Ok(range(lo.as_ref(), hi.as_ref(), frac_max).unwrap_or_else(super::lower::fail))
+    Ok(range(lo.as_ref(), hi.as_ref(), frac_max).unwrap_or_else(super::rules::fail))
 }

@@ -18,8 +18,8 @@ use serde_json::Value;
 
 use super::constraints::{Constraints, TypeSet};
 use super::flatten::Conj;
-use super::lower::{Compiler, fail};
-use super::rules::{alt, alt_opt, lit, repeat, seq, star};
+use super::lower::Compiler;
+use super::rules::{alt, alt_opt, fail, lit, repeat, seq, star};
 use super::whitespace::Slot;
 use super::{AdditionalProperties, SchemaError};
 use crate::ir::Expr;

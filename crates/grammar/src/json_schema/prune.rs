@@ -1,6 +1,6 @@
 //! Removing what can never match.
 //!
-//! Lowering writes [`fail`](super::lower::fail) where a schema accepts nothing (a
+//! Lowering writes [`fail`](super::rules::fail) where a schema accepts nothing (a
 //! contradiction, a `false` schema) and may produce rules that only recurse (a required
 //! property whose schema is the object itself). This pass finds the *productive* rules
 //! (those that derive at least one string), drops the alternatives that are not, and

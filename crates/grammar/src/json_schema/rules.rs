@@ -99,6 +99,12 @@ pub fn rule(id: RuleId) -> Expr {
     Expr::Rule(id)
 }
 
+/// The expression that matches nothing (an empty character class);
+/// [`prune`](super::prune) removes it.
+pub fn fail() -> Expr {
+    class(&[])
+}
+
 pub fn class(ranges: &[(char, char)]) -> Expr {
     Expr::Class {
         ranges: ranges

@@ -13,7 +13,7 @@ use regex_syntax::hir::{Class, Hir, HirKind};
 
 use super::{Encoding, Lower, RegexError, edge_cores, parse};
 use crate::ir::Expr;
-use crate::json_schema::rules::{RuleSet, alt, class, seq};
+use crate::json_schema::rules::{RuleSet, alt, fail, seq};
 
 /// At most this many states (beyond, the pattern is refused): a rule each.
 const MAX_STATES: usize = 2_000;
@@ -155,7 +155,12 @@ impl Nfa {
                 let ranges = c.iter().map(|r| (r.start() as u32, r.end() as u32));
                 self.push(Node::Char(ranges.collect(), next))?
             }
-            HirKind::Class(Class::Bytes(_)) => return Err(unsupported("byte class".into())),
+            HirKind::Class(Class::Bytes(_)) => {
+                return Err(RegexError::Unsupported {
+                    offset: 0,
+                    what: "byte class".into(),
+                });
+            }
             HirKind::Look(_) => return Err(super::inner_anchor()),
             HirKind::Capture(c) => self.build(&c.sub, next, max_rep)?,
             HirKind::Concat(xs) => {
@@ -429,16 +434,9 @@ impl Dfa {
                     ways.push(seq(vec![lower.class_expr(&ranges), Expr::Rule(target)]));
                 }
             }
-            rules.define(
-                id,
-                if ways.is_empty() {
-                    class(&[])
-                } else {
-                    alt(ways)
-                },
-            );
+            rules.define(id, if ways.is_empty() { fail() } else { alt(ways) });
         }
-        Ok(ids[0].map_or_else(|| class(&[]), Expr::Rule))
+        Ok(ids[0].map_or_else(fail, Expr::Rule))
     }
 }
 
@@ -450,8 +448,4 @@ fn chars(lo: u32, hi: u32) -> Vec<(char, char)> {
         .filter(|(a, b)| a <= b)
         .filter_map(|(a, b)| Some((char::from_u32(a)?, char::from_u32(b)?)))
         .collect()
-}
-
-fn unsupported(what: String) -> RegexError {
-    RegexError::Unsupported { offset: 0, what }
 }

@@ -21,7 +21,7 @@ use regex_syntax::hir::{self, Class, Hir, HirKind, Look};
 use thiserror::Error;
 
 use crate::ir::{CharRange, Expr, Grammar};
-use crate::json_schema::rules::{RuleSet, alt, alt_opt, class, lit, repeat, seq, star};
+use crate::json_schema::rules::{RuleSet, alt, alt_opt, class, fail, lit, repeat, seq, star};
 
 mod lookahead;
 
@@ -66,9 +66,9 @@ pub fn compile(pattern: &str, encoding: Encoding, max_repetition: u32) -> Result
             if at_end { Expr::Empty } else { any() },
         ]));
     }
-    // No way through (an anchor that cannot hold on any path): nothing matches, which the
-    // empty class says (an empty alternation would match the empty string).
-    Ok(alt_opt(out).unwrap_or_else(|| class(&[])))
+    // No way through (an anchor that cannot hold on any path): nothing matches (an empty
+    // alternation would match the empty string).
+    Ok(alt_opt(out).unwrap_or_else(fail))
 }
 
 /// As [`compile`], and also for a pattern that opens with look-ahead (`^(?!X)Y`,
@@ -248,10 +248,7 @@ pub fn compile_with_length(
             (a, b) => a.or(b),
         };
         if hi.is_some_and(|h| h < lo) || max_len.is_some_and(|m| m < base) {
-            return Ok(Some(Expr::Class {
-                ranges: Vec::new(),
-                negated: false,
-            }));
+            return Ok(Some(fail()));
         }
         // Bounds over the limit: leave the length to the caller (it reports it).
         if std::iter::once(lo)
@@ -269,10 +266,7 @@ pub fn compile_with_length(
     if variable.is_none() {
         // No repetition: the length is fixed; it fits or nothing matches.
         if fixed < min_len || max_len.is_some_and(|m| fixed > m) {
-            return Ok(Some(Expr::Class {
-                ranges: Vec::new(),
-                negated: false,
-            }));
+            return Ok(Some(fail()));
         }
     }
     Ok(Some(seq(parts)))
