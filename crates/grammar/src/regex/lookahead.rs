@@ -96,25 +96,21 @@ struct Nfa {
 }
 
 impl Nfa {
-    /// The automaton of the strings in which `hir` matches from position 0: as JSON Schema
-    /// reads a pattern, but with the start held to position 0 (`at_zero`: a look-ahead's
-    /// `X`, tried where the string starts).
-    fn of(hir: &Hir, at_zero: bool, max_repetition: u32) -> Result<Nfa, RegexError> {
+    /// The automaton of the strings in which `hir` matches from position 0 (as JSON Schema
+    /// reads a pattern, but held to the start: the `Y` after the pattern's `^`, and each
+    /// look-ahead's `X`, tried where the string starts).
+    fn of(hir: &Hir, max_repetition: u32) -> Result<Nfa, RegexError> {
         let mut nfa = Nfa {
             nodes: vec![Node::Match],
             start: 0,
         };
         let mut entries = Vec::new();
-        for (core, at_start, at_end) in edge_cores(hir) {
+        for (core, _, at_end) in edge_cores(hir) {
             let mut next = 0;
             if !at_end {
                 next = nfa.any_then(next);
             }
-            next = nfa.build(&core, next, max_repetition)?;
-            if !at_start && !at_zero {
-                next = nfa.any_then(next);
-            }
-            entries.push(next);
+            entries.push(nfa.build(&core, next, max_repetition)?);
         }
         nfa.start = nfa.push(Node::Split(entries))?;
         Ok(nfa)
@@ -178,14 +174,7 @@ impl Nfa {
                 self.push(Node::Split(ways))?
             }
             HirKind::Repetition(r) => {
-                for bound in [Some(r.min), r.max].into_iter().flatten() {
-                    if bound > max_rep {
-                        return Err(RegexError::RepetitionTooLarge {
-                            value: bound,
-                            max: max_rep,
-                        });
-                    }
-                }
+                super::check_bounds(r, max_rep)?;
                 // The optional copies past the minimum, innermost first, then the required ones.
                 let mut at = match r.max {
                     None => {
@@ -284,10 +273,10 @@ impl Dfa {
         let (rest, rest_at) = leading.rest;
         let body = parse(rest).map_err(located(rest_at))?;
         // `Y` from the pattern's `^`; each `X` from position 0 as well.
-        let mut parts = vec![Nfa::of(&body, true, max_rep).map_err(located(rest_at))?];
+        let mut parts = vec![Nfa::of(&body, max_rep).map_err(located(rest_at))?];
         for &(_, look, at) in &leading.looks {
             let x = parse(look).map_err(located(at))?;
-            parts.push(Nfa::of(&x, true, max_rep).map_err(located(at))?);
+            parts.push(Nfa::of(&x, max_rep).map_err(located(at))?);
         }
         let mut bounds = vec![0, END];
         parts.iter().for_each(|p| p.bounds(&mut bounds));

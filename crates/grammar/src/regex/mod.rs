@@ -121,6 +121,18 @@ fn edge_cores(hir: &Hir) -> Vec<(Hir, bool, bool)> {
     out
 }
 
+/// Refuses a repetition with a bound above `max`.
+fn check_bounds(r: &hir::Repetition, max: u32) -> Result<(), RegexError> {
+    match [Some(r.min), r.max]
+        .into_iter()
+        .flatten()
+        .find(|&b| b > max)
+    {
+        Some(value) => Err(RegexError::RepetitionTooLarge { value, max }),
+        None => Ok(()),
+    }
+}
+
 /// An anchor the lowering cannot place.
 fn inner_anchor() -> RegexError {
     RegexError::Unsupported {
@@ -603,14 +615,7 @@ impl Lower {
             }
             HirKind::Look(_) => return Err(inner_anchor()),
             HirKind::Repetition(r) => {
-                for bound in [Some(r.min), r.max].into_iter().flatten() {
-                    if bound > self.max_repetition {
-                        return Err(RegexError::RepetitionTooLarge {
-                            value: bound,
-                            max: self.max_repetition,
-                        });
-                    }
-                }
+                check_bounds(r, self.max_repetition)?;
                 repeat(self.lower(&r.sub)?, r.min, r.max)
             }
             HirKind::Capture(c) => self.lower(&c.sub)?,
