@@ -151,6 +151,10 @@ impl Nfa {
                 let ranges = c.iter().map(|r| (r.start() as u32, r.end() as u32));
                 self.push(Node::Char(ranges.collect(), next))?
             }
+            // `[]` (see `Lower::lower`).
+            HirKind::Class(Class::Bytes(b)) if b.ranges().is_empty() => {
+                self.push(Node::Char(Vec::new(), next))?
+            }
             HirKind::Class(Class::Bytes(_)) => {
                 return Err(RegexError::Unsupported {
                     offset: 0,
@@ -257,19 +261,7 @@ pub(super) struct Dfa {
 impl Dfa {
     /// Builds the automaton of `leading` (found in `pattern`).
     pub(super) fn new(leading: &Leading<'_>, max_rep: u32) -> Result<Dfa, RegexError> {
-        let located = |offset: usize| {
-            move |e: RegexError| match e {
-                RegexError::Syntax { offset: o, message } => RegexError::Syntax {
-                    offset: o + offset,
-                    message,
-                },
-                RegexError::Unsupported { offset: o, what } => RegexError::Unsupported {
-                    offset: o + offset,
-                    what,
-                },
-                other => other,
-            }
-        };
+        let located = |offset: usize| move |e: RegexError| e.relocated(|o| o + offset);
         let (rest, rest_at) = leading.rest;
         let body = parse(rest).map_err(located(rest_at))?;
         // `Y` from the pattern's `^`; each `X` from position 0 as well.

@@ -1,12 +1,13 @@
 //! Regular expressions (JSON Schema `pattern`, ECMA-262 flavour) lowered to the grammar IR.
 //!
-//! The pattern is parsed by `regex-syntax`, then adjusted to ECMA-262 meaning before it is
-//! translated: `\d` and `\w` are ASCII-only, `\s` is ECMA-262's white space (with U+FEFF,
-//! without U+0085) and `.` excludes all four line terminators
-//! (`\n`, `\r`, U+2028, U+2029). As JSON Schema says, a pattern is *unanchored*: it
-//! matches a string that merely contains a match, unless it begins with `^` or ends with
-//! `$` (per alternative; also inside a group or repetition at the pattern's edge, as in
-//! `^(\w+(\/|$))*$`).
+//! The pattern's ECMA-262 syntax that `regex-syntax` reads otherwise is rewritten first
+//! ([`ecma`]: classes, `\cX`, `\0`, `\u{…}`); it is then parsed by `regex-syntax` and
+//! adjusted to ECMA-262 meaning before it is translated: `\d` and `\w` are ASCII-only,
+//! `\s` is ECMA-262's white space (with U+FEFF, without U+0085) and `.` excludes all four
+//! line terminators (`\n`, `\r`, U+2028, U+2029). As JSON Schema says, a pattern is
+//! *unanchored*: it matches a string that merely contains a match, unless it begins with
+//! `^` or ends with `$` (per alternative; also inside a group or repetition at the
+//! pattern's edge, as in `^(\w+(\/|$))*$`).
 //!
 //! Look-ahead that opens the pattern (`^(?!X)Y`) is written as an automaton ([`lookahead`]);
 //! other look-around, back-references and word boundaries cannot be expressed by a
@@ -23,6 +24,7 @@ use thiserror::Error;
 use crate::ir::{CharRange, Expr, Grammar};
 use crate::json_schema::rules::{RuleSet, alt, alt_opt, class, fail, lit, repeat, seq, star};
 
+mod ecma;
 mod lookahead;
 
 /// How matched characters are written in the text the grammar matches.
@@ -46,6 +48,23 @@ pub enum RegexError {
     /// A look-ahead pattern whose automaton passes a limit ([`lookahead`]).
     #[error("regex too large: {what}")]
     TooLarge { what: String },
+}
+
+impl RegexError {
+    /// The same error, its offset moved by `to` (from a piece of a pattern to the pattern).
+    fn relocated(self, to: impl Fn(usize) -> usize) -> RegexError {
+        match self {
+            RegexError::Syntax { offset, message } => RegexError::Syntax {
+                offset: to(offset),
+                message,
+            },
+            RegexError::Unsupported { offset, what } => RegexError::Unsupported {
+                offset: to(offset),
+                what,
+            },
+            other => other,
+        }
+    }
 }
 
 /// Compiles `pattern` to an expression matching every string that contains a match
@@ -181,22 +200,28 @@ impl PatternMatcher {
     }
 }
 
-/// Parses an ECMA-262 pattern into `regex-syntax`'s HIR with ECMA-262 meaning.
+/// Parses an ECMA-262 pattern into `regex-syntax`'s HIR with ECMA-262 meaning: its syntax
+/// first ([`ecma`]), then its classes (`make_ecma`).
 fn parse(pattern: &str) -> Result<Hir, RegexError> {
-    let mut ast = ast::parse::ParserBuilder::new()
+    let source = ecma::rewrite(pattern)?;
+    let text = &source.text;
+    let hir = ast::parse::ParserBuilder::new()
         .build()
-        .parse(pattern)
-        .map_err(|e| classify_syntax_error(&e))?;
-    make_ecma(&mut ast)?;
-    regex_syntax::hir::translate::TranslatorBuilder::new()
-        .unicode(true)
-        .utf8(true)
-        .build()
-        .translate(pattern, &ast)
-        .map_err(|e| RegexError::Syntax {
-            offset: e.span().start.offset,
-            message: e.kind().to_string(),
-        })
+        .parse(text)
+        .map_err(|e| classify_syntax_error(&e))
+        .and_then(|mut ast| {
+            make_ecma(&mut ast)?;
+            regex_syntax::hir::translate::TranslatorBuilder::new()
+                .unicode(true)
+                .utf8(true)
+                .build()
+                .translate(text, &ast)
+                .map_err(|e| RegexError::Syntax {
+                    offset: e.span().start.offset,
+                    message: e.kind().to_string(),
+                })
+        });
+    hir.map_err(|e| e.relocated(|at| source.original(at)))
 }
 
 /// A pattern together with a length bound (`minLength`/`maxLength` beside `pattern`), when
@@ -471,21 +496,6 @@ fn make_ecma(ast: &mut Ast) -> Result<(), RegexError> {
             | ast::AssertionKind::EndLine
             | ast::AssertionKind::StartText
             | ast::AssertionKind::EndText => {}
-            // `regex` reads `\<` and `\>` as word boundaries; to ECMA-262 (and Python) they
-            // are the characters themselves, as in `^.+\<.+@.+\>$` (a name and an address).
-            ast::AssertionKind::WordBoundaryStartAngle
-            | ast::AssertionKind::WordBoundaryEndAngle => {
-                let c = if a.kind == ast::AssertionKind::WordBoundaryStartAngle {
-                    '<'
-                } else {
-                    '>'
-                };
-                *ast = Ast::Literal(Box::new(ast::Literal {
-                    span: a.span,
-                    kind: ast::LiteralKind::Superfluous,
-                    c,
-                }));
-            }
             _ => {
                 return Err(RegexError::Unsupported {
                     offset: a.span.start.offset,
@@ -607,6 +617,8 @@ impl Lower {
                 let ranges: Vec<(char, char)> = c.iter().map(|r| (r.start(), r.end())).collect();
                 self.class_expr(&ranges)
             }
+            // `[]`: `regex-syntax` writes the class of no characters as an empty byte class.
+            HirKind::Class(Class::Bytes(b)) if b.ranges().is_empty() => fail(),
             HirKind::Class(Class::Bytes(_)) => {
                 return Err(RegexError::Unsupported {
                     offset: 0,
