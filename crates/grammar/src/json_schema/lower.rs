@@ -1,6 +1,7 @@
 //! The compiler: conjunctions to rules, `anyOf`/`oneOf` to alternatives, types to the
 //! per-type lowerings.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::Value;
@@ -11,6 +12,7 @@ use super::rules::{RuleSet, alt, fail, lit, rule, seq};
 use super::whitespace::Slot;
 use super::{Compiled, Options, SchemaError, literal, number, prune};
 use crate::ir::{Expr, RuleId};
+use crate::regex::{PatternMatcher, RegexError};
 use crate::report::{Report, Status};
 
 pub struct Compiler<'a> {
@@ -24,6 +26,9 @@ pub struct Compiler<'a> {
     pub empty_at: Option<(String, String)>,
     /// How many conjunctions are being lowered, nested.
     depth: usize,
+    /// Each pattern's matcher, built once: declared names and enum values are tested on
+    /// the same patterns again and again (a look-ahead pattern's matcher is an automaton).
+    matchers: HashMap<String, Result<PatternMatcher, RegexError>>,
 }
 
 impl<'a> Compiler<'a> {
@@ -43,6 +48,7 @@ impl<'a> Compiler<'a> {
             report: Report::default(),
             empty_at: None,
             depth: 0,
+            matchers: HashMap::new(),
         })
     }
 
@@ -476,7 +482,7 @@ impl<'a> Compiler<'a> {
 
     /// Whether an enum value satisfies the other keywords of its conjunction, as far as the
     /// simple ones go (type, length, bounds, nested object/array shape is not checked).
-    fn value_fits(&self, v: &Value, c: &Constraints) -> bool {
+    fn value_fits(&mut self, v: &Value, c: &Constraints) -> bool {
         let ty = TypeSet::of(v);
         if !c.types.has(ty) {
             return false;
@@ -485,18 +491,17 @@ impl<'a> Compiler<'a> {
             Value::String(s) => {
                 let n = s.chars().count() as u64;
                 // The grammar's meaning of the pattern; one it refuses fits nothing.
-                let regex_ok = |p: &str| {
-                    crate::regex::matcher(p)
-                        .map(|r| r.is_match(s))
-                        .unwrap_or(false)
-                };
-                n >= c.min_len.0
+                let patterns = c.patterns.iter().map(|(ptr, p)| (ptr, Cow::Borrowed(*p)));
+                let formats = c.formats.iter().filter_map(|(ptr, f)| {
+                    super::format::pattern(f).map(|p| (ptr, Cow::<str>::Owned(p)))
+                });
+                let mut fits = n >= c.min_len.0
                     && c.max_len.as_ref().is_none_or(|(m, _)| n <= *m)
-                    && c.patterns.iter().all(|(_, p)| regex_ok(p))
-                    && c.formats
-                        .iter()
-                        .all(|(_, f)| super::format::pattern(f).is_none_or(|p| regex_ok(&p)))
-                    && !c.not_strings.contains(&s.as_str())
+                    && !c.not_strings.contains(&s.as_str());
+                for (ptr, p) in patterns.chain(formats) {
+                    fits = fits && self.pattern_matches(ptr, &p, s).unwrap_or(false);
+                }
+                fits
             }
             Value::Number(n) => {
                 let Some(d) = number::Dec::from_number(n) else {
@@ -517,6 +522,27 @@ impl<'a> Compiler<'a> {
                 }) && c.multiple_of.iter().all(|(_, step)| is_multiple(&d, step))
             }
             _ => true,
+        }
+    }
+
+    /// Whether `pattern` (at `ptr`) matches `s` as the grammar reads it (ECMA-262,
+    /// unanchored unless `^`/`$` say otherwise).
+    pub fn pattern_matches(
+        &mut self,
+        ptr: &str,
+        pattern: &str,
+        s: &str,
+    ) -> Result<bool, SchemaError> {
+        if !self.matchers.contains_key(pattern) {
+            self.matchers
+                .insert(pattern.to_owned(), crate::regex::matcher(pattern));
+        }
+        match &self.matchers[pattern] {
+            Ok(m) => Ok(m.is_match(s)),
+            Err(source) => Err(SchemaError::Regex {
+                pointer: ptr.to_owned(),
+                source: source.clone(),
+            }),
         }
     }
 

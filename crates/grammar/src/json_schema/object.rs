@@ -35,15 +35,6 @@ struct Member {
     bit: Option<u32>,
 }
 
-/// Whether `name` matches an ECMA-262 pattern (unanchored).
-fn matches(ptr: &str, pattern: &str, name: &str) -> Result<bool, SchemaError> {
-    let r = re::matcher(pattern).map_err(|source| SchemaError::Regex {
-        pointer: ptr.to_owned(),
-        source,
-    })?;
-    Ok(r.is_match(name))
-}
-
 pub fn lower(c: &mut Compiler, here: &str, k: &Constraints) -> Result<Expr, SchemaError> {
     // Declared names in the order the conjunction reached their schema objects (a schema,
     // then its `$ref` target and `allOf` members, depth first), then required names no
@@ -106,7 +97,7 @@ pub fn lower(c: &mut Compiler, here: &str, k: &Constraints) -> Result<Expr, Sche
             }
             let mut matched = false;
             for (p, ptr) in &part.patterns {
-                if matches(ptr, p, name)? {
+                if c.pattern_matches(ptr, p, name)? {
                     c.res.flatten(ptr, &mut conj)?;
                     matched = true;
                 }
@@ -366,7 +357,7 @@ fn additional_members(
             );
         }
         for n in names {
-            if matches(ptr, pattern, n)? {
+            if c.pattern_matches(ptr, pattern, n)? {
                 c.warn(
                     owner,
                     "patternProperties",
@@ -526,7 +517,7 @@ fn string_fits(c: &mut Compiler, pn: &str, name: &str) -> Result<Option<bool>, S
         ok &= vals.iter().any(|v| v.as_str() == Some(name));
     }
     for (ptr, p) in &k.patterns {
-        ok &= matches(ptr, p, name)?;
+        ok &= c.pattern_matches(ptr, p, name)?;
     }
     c.report.record(
         pn.trim_end_matches("/propertyNames"),
