@@ -239,6 +239,44 @@ fn cases() -> Vec<Case> {
             &["{\"ab\":1}", "{}"],
             &["{\"abc\":1}"],
         ),
+        // A pattern beside a format, another pattern, a length bound or `not`: one
+        // automaton of them all.
+        (
+            "pattern and maxLength of any shape",
+            json!({"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "maxLength": 7}),
+            &[r#""ab-cd""#, r#""abcdefg""#, r#""a-b-c-d""#],
+            &[r#""abcdefgh""#, r#""ab-cdefg""#, r#""-ab""#, r#""ab-""#],
+        ),
+        (
+            "unanchored pattern within lengths",
+            json!({"type": "string", "pattern": "x", "minLength": 3, "maxLength": 4}),
+            &[r#""axb""#, r#""xxxx""#, r#""\"x\n""#],
+            &[r#""ax""#, r#""abcd""#, r#""axbcd""#],
+        ),
+        (
+            "two patterns",
+            json!({"type": "string", "allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}),
+            &[r#""ab""#, r#""axxb""#],
+            &[r#""ba""#, r#""a""#, r#""xab""#],
+        ),
+        (
+            "format and pattern",
+            json!({"type": "string", "format": "date", "pattern": "^2024"}),
+            &[r#""2024-01-31""#],
+            &[r#""2023-01-31""#, r#""2024-13-01""#, r#""2024""#],
+        ),
+        (
+            "pattern beside excluded values",
+            json!({"type": "string", "pattern": "^[a-z]+$", "not": {"enum": ["admin", "root"]}}),
+            &[r#""adm""#, r#""admins""#, r#""roots""#],
+            &[r#""admin""#, r#""root""#, r#""Admin""#],
+        ),
+        (
+            "lengths beside excluded values",
+            json!({"type": "string", "maxLength": 3, "not": {"const": "abc"}}),
+            &[r#""""#, r#""abd""#, r#""ab""#],
+            &[r#""abc""#, r#""abcd""#],
+        ),
         (
             "dependentRequired",
             json!({"type": "object", "properties": {"a": {}, "b": {}}, "dependentRequired": {"a": ["b"]}, "additionalProperties": false}),
@@ -343,6 +381,35 @@ fn each_schema_accepts_exactly_its_instances() {
         }
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A string's pattern, format, lengths and excluded values are enforced together, so the
+/// report warns of none of them.
+#[test]
+fn a_strings_constraints_together_are_all_enforced() {
+    for schema in [
+        json!({"type": "string", "pattern": "^[a-z]+(-[a-z]+)*$", "minLength": 2, "maxLength": 63}),
+        json!({"type": "string", "allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}),
+        json!({"type": "string", "pattern": "^[a-z]+$", "not": {"enum": ["admin"]}}),
+        json!({"type": "string", "format": "date", "pattern": "^2024"}),
+    ] {
+        let c = compile(&schema, &Options::default()).unwrap();
+        let warned: Vec<String> = c.report.warnings().map(|w| w.keyword).collect();
+        assert!(warned.is_empty(), "{schema}: {warned:?}");
+    }
+    // Where the automaton would be too large, the first pattern is enforced and the rest
+    // are warned of, named.
+    let schema = json!({"type": "string", "pattern": "x", "maxLength": 1500});
+    let c = compile(&schema, &Options::default()).unwrap();
+    let warned: Vec<String> = c.report.warnings().map(|w| w.keyword).collect();
+    assert_eq!(warned, ["maxLength"]);
+    // So too where a pattern's own automaton would be too large (its repetitions written
+    // out): the first pattern is then compiled on its own.
+    let schema = json!({"type": "string", "allOf": [
+        {"pattern": "^[a-z]{0,1500}[0-9]{0,1500}(x{0,1500}y){0,20}$"}, {"pattern": "^a"}]});
+    let c = compile(&schema, &Options::default()).unwrap();
+    let warned: Vec<String> = c.report.warnings().map(|w| w.keyword).collect();
+    assert_eq!(warned, ["pattern"]);
 }
 
 #[test]
@@ -493,6 +560,11 @@ fn bad_input_is_a_located_error() {
         SchemaError::Unsatisfiable { .. }
     ));
     match err(r#"{"allOf": [{"type": "string"}, {"type": "integer"}]}"#) {
+        SchemaError::Unsatisfiable { .. } => {}
+        e => panic!("{e}"),
+    }
+    // A pattern and a length that no string meets together.
+    match err(r#"{"type": "string", "pattern": "^a{5}$", "maxLength": 3}"#) {
         SchemaError::Unsatisfiable { .. } => {}
         e => panic!("{e}"),
     }

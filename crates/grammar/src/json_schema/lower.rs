@@ -26,6 +26,8 @@ pub struct Compiler<'a> {
     pub empty_at: Option<(String, String)>,
     /// How many conjunctions are being lowered, nested.
     depth: usize,
+    /// About how many matcher states the strings' automata take so far ([`super::string`]).
+    pub automaton_cost: usize,
     /// Each pattern's matcher, built once: declared names and enum values are tested on
     /// the same patterns again and again (a look-ahead pattern's matcher is an automaton).
     matchers: HashMap<String, Result<PatternMatcher, RegexError>>,
@@ -48,6 +50,7 @@ impl<'a> Compiler<'a> {
             report: Report::default(),
             empty_at: None,
             depth: 0,
+            automaton_cost: 0,
             matchers: HashMap::new(),
         })
     }

@@ -1,20 +1,38 @@
-//! Strings: length in characters, `pattern` and `format`.
+//! Strings: length in characters, `pattern`, `format` and excluded values (`not`).
 //!
 //! A JSON string character is an unescaped character or an escape sequence; `minLength`
 //! and `maxLength` count them, which is the specification's count of code points except
 //! for a surrogate pair written as two `\u` escapes (counted as two; such strings are then
 //! narrowed away, never wrongly accepted beyond the bound of raw characters).
 //!
-//! A grammar cannot intersect a pattern with a length bound or with a format directly, so
-//! when both are present the pattern (or format) is enforced and the length is reported
-//! as a warning.
+//! A grammar cannot intersect two regular languages directly, so a pattern beside a format,
+//! another pattern, a length bound or excluded values is written as one automaton of them
+//! all ([`regex::conjunction`]), a rule per state. Where that automaton would pass its
+//! limit, the first pattern (or format) alone is enforced and the rest reported as
+//! warnings.
 
 use super::constraints::Constraints;
 use super::lower::Compiler;
 use super::rules::{lit, repeat, seq};
 use super::{SchemaError, format};
 use crate::ir::Expr;
-use crate::regex::{self, Encoding};
+use crate::regex::{self, ConjunctionError, Encoding, RegexError};
+
+/// At most this many states (a rule each) in one string's automaton; fewer where the
+/// grammar is already large, so that no schema passes the rule limit for them.
+const MAX_STATES: usize = 2_000;
+/// At most about this many matcher states for all of a schema's string automata (the
+/// matcher allows 500,000 in all), so that they cannot make a schema that compiled
+/// without them too large to match.
+const MAX_MATCHER_STATES: usize = 150_000;
+
+/// A regular language the string must be in: where it is written, which keyword, the
+/// pattern.
+struct Regular {
+    ptr: String,
+    keyword: &'static str,
+    pattern: String,
+}
 
 pub fn lower(c: &mut Compiler, k: &Constraints) -> Result<Expr, SchemaError> {
     let max_rep = c.opts.limits.max_repetition;
@@ -25,58 +43,28 @@ pub fn lower(c: &mut Compiler, k: &Constraints) -> Result<Expr, SchemaError> {
     {
         return Ok(c.empty(ptr, "maxLength is below minLength"));
     }
-    let mut body: Option<Expr> = None;
-    let mut length_done = false;
-    for (ptr, pattern) in &k.patterns {
-        if body.is_some() {
-            c.warn(ptr, "pattern", "only one pattern per string is enforced");
-            continue;
-        }
-        let regex_err = |source| SchemaError::Regex {
-            pointer: ptr.clone(),
-            source,
-        };
-        if min > 0 || max.is_some() {
-            // Patterns shaped like `^[a-z][a-z0-9]*$` take the length bound exactly.
-            let max_len = max.as_ref().map(|(m, _)| *m);
-            let e =
-                regex::compile_with_length(pattern, Encoding::JsonString, max_rep, min, max_len)
-                    .map_err(regex_err)?;
-            if let Some(e) = e {
-                body = Some(e);
-                length_done = true;
-                continue;
-            }
-        }
-        let hint = format!("{ptr}-pattern");
-        body = Some(
-            regex::compile_in(pattern, Encoding::JsonString, max_rep, &mut c.rules, &hint)
-                .map_err(regex_err)?,
-        );
-    }
+    let mut regular: Vec<Regular> = k
+        .patterns
+        .iter()
+        .map(|(ptr, p)| Regular {
+            ptr: ptr.clone(),
+            keyword: "pattern",
+            pattern: (*p).to_owned(),
+        })
+        .collect();
     for (ptr, name) in &k.formats {
-        if body.is_some() {
-            c.warn(
-                ptr,
-                "format",
-                "not enforced beside a pattern or another format",
-            );
-            continue;
-        }
         match format::pattern(name) {
-            Some(p) => {
+            Some(pattern) => {
                 c.narrow(
                     ptr,
                     "format",
                     format!("'{name}' asserted (the specification makes format an annotation by default)"),
                 );
-                let e = regex::compile(&p, Encoding::JsonString, max_rep).map_err(|source| {
-                    SchemaError::Regex {
-                        pointer: ptr.clone(),
-                        source,
-                    }
-                })?;
-                body = Some(e);
+                regular.push(Regular {
+                    ptr: ptr.clone(),
+                    keyword: "format",
+                    pattern,
+                });
             }
             None => c.warn(
                 ptr,
@@ -86,36 +74,158 @@ pub fn lower(c: &mut Compiler, k: &Constraints) -> Result<Expr, SchemaError> {
         }
     }
     let has_length = min > 0 || max.is_some();
-    if !k.not_strings.is_empty() {
-        if body.is_none() && !has_length {
-            // Any string but the excluded ones (a `not: {enum: [...]}`).
-            return Ok(super::object::not_in(c, "not-string", &k.not_strings));
+    let excluded = &k.not_strings;
+    let body = match regular.as_slice() {
+        [] if excluded.is_empty() && !has_length => return Ok(c.any_string()),
+        [] if excluded.is_empty() => return Ok(quoted(length_only(c, min, min_ptr, max)?)),
+        // Any string but the excluded ones (a `not: {enum: [...]}`).
+        [] if !has_length => return Ok(super::object::not_in(c, "not-string", excluded)),
+        [one] if excluded.is_empty() && !has_length => single(c, one)?,
+        // Patterns shaped like `^[a-z][a-z0-9]*$` take the length bound exactly.
+        [one] if excluded.is_empty() => {
+            let max_len = max.as_ref().map(|(m, _)| *m);
+            match regex::compile_with_length(
+                &one.pattern,
+                Encoding::JsonString,
+                max_rep,
+                min,
+                max_len,
+            )
+            .map_err(|source| regex_error(one, source))?
+            {
+                Some(e) => e,
+                None => together(c, &regular, k, max.as_ref())?,
+            }
         }
+        _ => together(c, &regular, k, max.as_ref())?,
+    };
+    let inner = c.rules.add("string-pattern", body);
+    Ok(quoted(Expr::Rule(inner)))
+}
+
+fn quoted(inside: Expr) -> Expr {
+    seq(vec![lit("\""), inside, lit("\"")])
+}
+
+fn regex_error(r: &Regular, source: RegexError) -> SchemaError {
+    SchemaError::Regex {
+        pointer: r.ptr.clone(),
+        source,
+    }
+}
+
+/// One pattern or format alone.
+fn single(c: &mut Compiler, r: &Regular) -> Result<Expr, SchemaError> {
+    let hint = format!("{}-{}", r.ptr, r.keyword);
+    let max_rep = c.opts.limits.max_repetition;
+    regex::compile_in(
+        &r.pattern,
+        Encoding::JsonString,
+        max_rep,
+        &mut c.rules,
+        &hint,
+    )
+    .map_err(|source| regex_error(r, source))
+}
+
+/// The patterns, formats, length and excluded values as one automaton; over its limit, the
+/// first pattern alone, the rest reported.
+fn together(
+    c: &mut Compiler,
+    regular: &[Regular],
+    k: &Constraints,
+    max: Option<&(u64, String)>,
+) -> Result<Expr, SchemaError> {
+    let (min, min_ptr) = (k.min_len.0, &k.min_len.1);
+    let patterns: Vec<&str> = regular.iter().map(|r| r.pattern.as_str()).collect();
+    let hint = regular.first().map_or_else(
+        || format!("{min_ptr}-string"),
+        |r| format!("{}-{}", r.ptr, r.keyword),
+    );
+    let language = regex::StringLanguage {
+        patterns: &patterns,
+        excluded: &k.not_strings,
+        min,
+        max: max.map(|(m, _)| *m),
+    };
+    let budget = regex::Budget {
+        max_repetition: c.opts.limits.max_repetition,
+        max_states: (c.opts.limits.max_rules / 2)
+            .saturating_sub(c.rules.len())
+            .min(MAX_STATES),
+        max_matcher_states: MAX_MATCHER_STATES.saturating_sub(c.automaton_cost),
+    };
+    let built = regex::conjunction(
+        &language,
+        &budget,
+        Encoding::JsonString,
+        &mut c.rules,
+        &hint,
+    );
+    let why = match built {
+        Ok(Some((e, cost))) => {
+            c.automaton_cost += cost;
+            return Ok(e);
+        }
+        Ok(None) => {
+            let at = regular.first().map_or(min_ptr, |r| &r.ptr);
+            return Ok(c.empty(
+                at,
+                "no string meets the pattern, format, length and `not` together",
+            ));
+        }
+        Err(ConjunctionError::Pattern(i, source)) => return Err(regex_error(&regular[i], source)),
+        Err(ConjunctionError::TooLarge(e)) => e.to_string(),
+    };
+    // Too large together: the first pattern alone.
+    let Some((first, rest)) = regular.split_first() else {
         c.warn(
-            &min_ptr,
+            min_ptr,
             "not",
-            "excluded strings are not enforced beside a pattern, format or length",
+            format!("excluded strings beside a length not enforced ({why})"),
+        );
+        return length_only(c, min, min_ptr.clone(), max.cloned());
+    };
+    let body = single(c, first)?;
+    for r in rest {
+        c.warn(
+            &r.ptr,
+            r.keyword,
+            format!("not enforced beside another pattern or format ({why})"),
         );
     }
-    if let Some(body) = body {
-        if has_length && !length_done {
-            if min > 0 {
-                c.warn(
-                    &min_ptr,
-                    "minLength",
-                    "not enforced beside a pattern or format",
-                );
-            }
-            if let Some((_, ptr)) = &max {
-                c.warn(ptr, "maxLength", "not enforced beside a pattern or format");
-            }
-        }
-        let inner = c.rules.add("string-pattern", body);
-        return Ok(seq(vec![lit("\""), Expr::Rule(inner), lit("\"")]));
+    if min > 0 {
+        c.warn(
+            min_ptr,
+            "minLength",
+            format!("not enforced beside a pattern or format ({why})"),
+        );
     }
-    if !has_length {
-        return Ok(c.any_string());
+    if let Some((_, ptr)) = max {
+        c.warn(
+            ptr,
+            "maxLength",
+            format!("not enforced beside a pattern or format ({why})"),
+        );
     }
+    if !k.not_strings.is_empty() {
+        c.warn(
+            min_ptr,
+            "not",
+            format!("excluded strings not enforced beside a pattern or format ({why})"),
+        );
+    }
+    Ok(body)
+}
+
+/// The inside of a string of `min` to `max` characters.
+fn length_only(
+    c: &mut Compiler,
+    min: u64,
+    min_ptr: String,
+    max: Option<(u64, String)>,
+) -> Result<Expr, SchemaError> {
+    let max_rep = c.opts.limits.max_repetition;
     if min > u64::from(max_rep) {
         return Err(SchemaError::LimitExceeded {
             pointer: min_ptr,
@@ -137,5 +247,5 @@ pub fn lower(c: &mut Compiler, k: &Constraints) -> Result<Expr, SchemaError> {
         None => None,
     };
     let ch = c.shared("char", |_| regex::json_char());
-    Ok(seq(vec![lit("\""), repeat(ch, min as u32, max), lit("\"")]))
+    Ok(repeat(ch, min as u32, max))
 }

@@ -24,8 +24,15 @@ use thiserror::Error;
 use crate::ir::{CharRange, Expr, Grammar};
 use crate::json_schema::rules::{RuleSet, alt, alt_opt, class, fail, lit, repeat, seq, star};
 
+mod automaton;
 mod ecma;
 mod lookahead;
+
+use automaton::{Dfa, Length, Part};
+
+/// At most this many states in a look-ahead pattern's automaton (a rule each; beyond, the
+/// pattern is refused).
+const LOOKAHEAD_STATES: usize = 2_000;
 
 /// How matched characters are written in the text the grammar matches.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,10 +108,108 @@ pub(crate) fn compile_in(
 ) -> Result<Expr, RegexError> {
     match lookahead::split_leading(pattern) {
         Some(leading) => {
-            lookahead::Dfa::new(&leading, max_repetition)?.rules(encoding, rules, hint)
+            lookahead_automaton(&leading, max_repetition)?.rules(encoding, rules, hint)
         }
         None => compile(pattern, encoding, max_repetition),
     }
+}
+
+fn lookahead_automaton(
+    leading: &lookahead::Leading<'_>,
+    max_repetition: u32,
+) -> Result<Dfa, RegexError> {
+    let parts = lookahead::parts(leading, max_repetition)?;
+    Dfa::build(
+        &parts,
+        Length::default(),
+        LOOKAHEAD_STATES,
+        "a look-ahead pattern",
+    )
+}
+
+/// What a string must be, for [`conjunction`]: in the language of every pattern (each
+/// read as [`compile_in`] reads it), none of the excluded strings, and of `min` to `max`
+/// characters.
+pub(crate) struct StringLanguage<'a> {
+    pub(crate) patterns: &'a [&'a str],
+    pub(crate) excluded: &'a [&'a str],
+    pub(crate) min: u64,
+    pub(crate) max: Option<u64>,
+}
+
+/// The bounds on [`conjunction`]'s automaton.
+pub(crate) struct Budget {
+    pub(crate) max_repetition: u32,
+    /// At most this many states (a rule each).
+    pub(crate) max_states: usize,
+    /// At most about this many states of the matcher's automaton for its rules.
+    pub(crate) max_matcher_states: usize,
+}
+
+/// Why [`conjunction`] built nothing.
+pub(crate) enum ConjunctionError {
+    /// The pattern of this index is refused on its own.
+    Pattern(usize, RegexError),
+    /// The automaton would pass the budget.
+    TooLarge(RegexError),
+}
+
+/// A string's language as one automaton, written in `encoding` as a rule per state (named
+/// after `hint`): a `pattern` beside a `format`, another pattern, a length bound or `not`.
+/// With about how many matcher states its rules take; `Ok(None)` when no string is in it.
+pub(crate) fn conjunction(
+    language: &StringLanguage<'_>,
+    budget: &Budget,
+    encoding: Encoding,
+    rules: &mut RuleSet,
+    hint: &str,
+) -> Result<Option<(Expr, usize)>, ConjunctionError> {
+    let max_repetition = budget.max_repetition;
+    let mut parts = Vec::new();
+    for (i, pattern) in language.patterns.iter().enumerate() {
+        // A part too large for the automaton is a reason to do without it, not an error
+        // of the pattern's.
+        let of_pattern = |e| match e {
+            RegexError::TooLarge { .. } => ConjunctionError::TooLarge(e),
+            e => ConjunctionError::Pattern(i, e),
+        };
+        match lookahead::split_leading(pattern) {
+            Some(leading) => {
+                parts.extend(lookahead::parts(&leading, max_repetition).map_err(of_pattern)?);
+            }
+            None => {
+                let hir = parse(pattern).map_err(of_pattern)?;
+                parts.push(Part::new(&hir, false, false, max_repetition).map_err(of_pattern)?);
+            }
+        }
+    }
+    if !language.excluded.is_empty() {
+        let words = language.excluded.iter().map(|s| Hir::literal(s.as_bytes()));
+        let whole = Hir::concat(vec![
+            Hir::alternation(words.collect()),
+            Hir::look(Look::End),
+        ]);
+        parts.push(Part::new(&whole, true, true, u32::MAX).map_err(ConjunctionError::TooLarge)?);
+    }
+    let length = Length {
+        min: language.min,
+        max: language.max,
+    };
+    let what = "a string's pattern, format, length and `not` together";
+    let dfa =
+        Dfa::build(&parts, length, budget.max_states, what).map_err(ConjunctionError::TooLarge)?;
+    if dfa.is_empty() {
+        return Ok(None);
+    }
+    let (cost, max_cost) = (dfa.matcher_cost(), budget.max_matcher_states);
+    if cost > max_cost {
+        let what = format!("{what}: about {cost} matcher states, over {max_cost}");
+        return Err(ConjunctionError::TooLarge(RegexError::TooLarge { what }));
+    }
+    let expr = dfa
+        .rules(encoding, rules, hint)
+        .map_err(ConjunctionError::TooLarge)?;
+    Ok(Some((expr, cost)))
 }
 
 /// The grammar of the strings `pattern` matches (its root rule `root`): [`compile_in`]'s
@@ -169,7 +274,7 @@ fn inner_anchor() -> RegexError {
 pub fn matcher(pattern: &str) -> Result<PatternMatcher, RegexError> {
     if let Some(leading) = lookahead::split_leading(pattern) {
         // No limit on repetitions here: the grammar's compile applies it.
-        let dfa = lookahead::Dfa::new(&leading, u32::MAX)?;
+        let dfa = lookahead_automaton(&leading, u32::MAX)?;
         return Ok(PatternMatcher(Matching::Ahead(Box::new(dfa))));
     }
     let hir = parse(pattern)?;
@@ -187,7 +292,7 @@ pub struct PatternMatcher(Matching);
 
 enum Matching {
     Regex(regex_automata::meta::Regex),
-    Ahead(Box<lookahead::Dfa>),
+    Ahead(Box<Dfa>),
 }
 
 impl PatternMatcher {
