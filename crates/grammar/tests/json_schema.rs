@@ -5,11 +5,13 @@
 #![allow(clippy::panic, clippy::unwrap_used)]
 
 use serde_json::json;
-use stampo_grammar::accepts;
+use std::sync::Arc;
+
 use stampo_grammar::json_schema::{
     AdditionalProperties, Options, SchemaError, Whitespace, compile, compile_str,
 };
 use stampo_grammar::report::Status;
+use stampo_grammar::{CompiledGrammar, accepts};
 
 /// (name, schema, accepted documents, rejected documents)
 type Case = (
@@ -410,6 +412,29 @@ fn a_strings_constraints_together_are_all_enforced() {
     let c = compile(&schema, &Options::default()).unwrap();
     let warned: Vec<String> = c.report.warnings().map(|w| w.keyword).collect();
     assert_eq!(warned, ["pattern"]);
+}
+
+/// A `maxLength` beyond the repetition limit (2,000) is enforced up to 65,536, counting
+/// an escape as one character like any other length.
+#[test]
+fn long_string_bounds_are_enforced() {
+    let schema = json!({"type": "string", "minLength": 3, "maxLength": 4096});
+    let c = compile(&schema, &Options::default()).unwrap();
+    assert!(c.report.is_sound(), "{}", c.report);
+    let g = Arc::new(CompiledGrammar::new(&c.grammar).unwrap());
+    let string = |n: usize, unit: &str| format!("\"{}\"", unit.repeat(n));
+    for n in [3, 4, 1999, 2000, 2001, 3999, 4000, 4001, 4095, 4096] {
+        assert!(g.accepts(string(n, "a").as_bytes()), "{n}");
+        assert!(g.accepts(string(n, "\\n").as_bytes()), "{n} escapes");
+    }
+    for n in [0, 2, 4097, 6000] {
+        assert!(!g.accepts(string(n, "a").as_bytes()), "{n}");
+    }
+    // Beyond 65,536 the bound is a warning.
+    let schema = json!({"type": "string", "maxLength": 70000});
+    let c = compile(&schema, &Options::default()).unwrap();
+    let warned: Vec<String> = c.report.warnings().map(|w| w.keyword).collect();
+    assert_eq!(warned, ["maxLength"]);
 }
 
 #[test]

@@ -28,6 +28,8 @@ pub struct Compiler<'a> {
     depth: usize,
     /// About how many matcher states the strings' automata take so far ([`super::string`]).
     pub automaton_cost: usize,
+    /// The rules of strings longer than a repetition allows, by bound ([`super::string`]).
+    pub long_strings: HashMap<u64, RuleId>,
     /// Each pattern's matcher, built once: declared names and enum values are tested on
     /// the same patterns again and again (a look-ahead pattern's matcher is an automaton).
     matchers: HashMap<String, Result<PatternMatcher, RegexError>>,
@@ -51,6 +53,7 @@ impl<'a> Compiler<'a> {
             empty_at: None,
             depth: 0,
             automaton_cost: 0,
+            long_strings: HashMap::new(),
             matchers: HashMap::new(),
         })
     }

@@ -13,7 +13,7 @@
 
 use super::constraints::Constraints;
 use super::lower::Compiler;
-use super::rules::{lit, repeat, seq};
+use super::rules::{alt, lit, repeat, rule, seq};
 use super::{SchemaError, format};
 use crate::ir::Expr;
 use crate::regex::{self, ConjunctionError, Encoding, RegexError};
@@ -25,6 +25,10 @@ const MAX_STATES: usize = 2_000;
 /// matcher allows 500,000 in all), so that they cannot make a schema that compiled
 /// without them too large to match.
 const MAX_MATCHER_STATES: usize = 150_000;
+/// The longest `maxLength` enforced where it is beyond the repetition limit (as rules of a
+/// repetition each, about a matcher state per character, once per schema per bound).
+/// JSON Schema documents use 4,096, 32,767 and 65,535 most.
+const MAX_LONG_STRING: u64 = 65_536;
 
 /// A regular language the string must be in: where it is written, which keyword, the
 /// pattern.
@@ -234,18 +238,45 @@ fn length_only(
             max: u64::from(max_rep),
         });
     }
-    let max = match max {
-        Some((m, ptr)) if m > u64::from(max_rep) => {
+    let ch = c.shared("char", |_| regex::json_char());
+    let min = min as u32;
+    Ok(match max {
+        None => repeat(ch, min, None),
+        Some((m, _)) if m <= u64::from(max_rep) => repeat(ch, min, Some(m as u32)),
+        Some((m, _)) if m <= MAX_LONG_STRING && max_rep > 0 => {
+            let rest = up_to(c, ch.clone(), m - u64::from(min));
+            seq(vec![repeat(ch, min, Some(min)), rest])
+        }
+        Some((_, ptr)) => {
             c.warn(
                 &ptr,
                 "maxLength",
-                format!("above the repetition limit {max_rep}; not enforced"),
+                format!("above {MAX_LONG_STRING}; not enforced"),
             );
-            None
+            repeat(ch, min, None)
         }
-        Some((m, _)) => Some(m as u32),
-        None => None,
+    })
+}
+
+/// Up to `n` characters (`ch`), `n` beyond the repetition limit `L` of a single
+/// repetition: `up-to-n ::= ch{0,L} | exactly-L up-to-(n-L)`, a rule per `L` characters,
+/// each defined once per schema, so that a bound repeated over many properties costs once.
+fn up_to(c: &mut Compiler, ch: Expr, n: u64) -> Expr {
+    let l = c.opts.limits.max_repetition;
+    if n <= u64::from(l) {
+        return repeat(ch, 0, Some(n as u32));
+    }
+    if let Some(&id) = c.long_strings.get(&n) {
+        return rule(id);
+    }
+    let id = c.rules.reserve(&format!("string-up-to-{n}"));
+    c.long_strings.insert(n, id);
+    let exactly = {
+        let ch = ch.clone();
+        c.shared("string-exactly-limit", move |_| repeat(ch, l, Some(l)))
     };
-    let ch = c.shared("char", |_| regex::json_char());
-    Ok(repeat(ch, min as u32, max))
+    let rest = up_to(c, ch.clone(), n - u64::from(l));
+    let body = alt(vec![repeat(ch, 0, Some(l)), seq(vec![exactly, rest])]);
+    c.rules.define(id, body);
+    rule(id)
 }
