@@ -211,6 +211,22 @@ fn cases() -> Vec<Case> {
             &["{\"ok\":1}", "{\"é\":\"x\"}"],
         ),
         (
+            // A declared name the pattern matches is its own member, which no key of the
+            // pattern's repeats.
+            "patternProperties keys spell no declared name",
+            json!({"type": "object", "properties": {"basic": {"type": "integer"}},
+                   "patternProperties": {"^[a-z]+$": {"type": "integer"}}, "additionalProperties": false}),
+            &[
+                "{\"basic\":1,\"other\":2}",
+                "{\"basics\":2}",
+                "{\"basic\":1}",
+            ],
+            &[
+                "{\"basic\":1,\"basic\":2}",
+                "{\"basic\":1,\"other\":2,\"basic\":3}",
+            ],
+        ),
+        (
             // A key that does not start with `@@` (chrome's `messages.json`): the pattern's
             // automaton, and the declared name checked against it.
             "patternProperties key with a leading negative look-ahead",
@@ -385,8 +401,8 @@ fn each_schema_accepts_exactly_its_instances() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
-/// A string's pattern, format, lengths and excluded values are enforced together, so the
-/// report warns of none of them.
+/// A string's pattern, format, lengths and excluded values are enforced together, and so is
+/// a `patternProperties` key less the declared names it matches: the report warns of none.
 #[test]
 fn a_strings_constraints_together_are_all_enforced() {
     for schema in [
@@ -394,6 +410,8 @@ fn a_strings_constraints_together_are_all_enforced() {
         json!({"type": "string", "allOf": [{"pattern": "^a"}, {"pattern": "b$"}]}),
         json!({"type": "string", "pattern": "^[a-z]+$", "not": {"enum": ["admin"]}}),
         json!({"type": "string", "format": "date", "pattern": "^2024"}),
+        json!({"type": "object", "properties": {"basic": {"type": "integer"}},
+               "patternProperties": {"^[a-z]+$": {"type": "integer"}}}),
     ] {
         let c = compile(&schema, &Options::default()).unwrap();
         let warned: Vec<String> = c.report.warnings().map(|w| w.keyword).collect();

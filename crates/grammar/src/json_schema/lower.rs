@@ -12,8 +12,17 @@ use super::rules::{RuleSet, alt, fail, lit, rule, seq};
 use super::whitespace::Slot;
 use super::{Compiled, Options, SchemaError, literal, number, prune};
 use crate::ir::{Expr, RuleId};
-use crate::regex::{PatternMatcher, RegexError};
+use crate::regex::{Budget, PatternMatcher, RegexError};
 use crate::report::{Report, Status};
+
+/// At most this many states (a rule each) in one automaton of a string's language
+/// ([`crate::regex::conjunction`]); fewer where the grammar is already large, so that no
+/// schema passes the rule limit for them.
+const MAX_AUTOMATON_STATES: usize = 2_000;
+/// At most about this many matcher states for all of a schema's such automata (the
+/// matcher allows 500,000 in all), so that they cannot make a schema that compiled
+/// without them too large to match.
+const MAX_AUTOMATON_MATCHER_STATES: usize = 150_000;
 
 pub struct Compiler<'a> {
     pub res: Resolver<'a>,
@@ -26,8 +35,8 @@ pub struct Compiler<'a> {
     pub empty_at: Option<(String, String)>,
     /// How many conjunctions are being lowered, nested.
     depth: usize,
-    /// About how many matcher states the strings' automata take so far ([`super::string`]).
-    pub automaton_cost: usize,
+    /// About how many matcher states the automata of string languages take so far.
+    automaton_cost: usize,
     /// The rules of strings longer than a repetition allows, by bound ([`super::string`]).
     pub long_strings: HashMap<u64, RuleId>,
     /// Each pattern's matcher, built once: declared names and enum values are tested on
@@ -529,6 +538,22 @@ impl<'a> Compiler<'a> {
             }
             _ => true,
         }
+    }
+
+    /// The bounds on one more automaton of a string's language.
+    pub fn automaton_budget(&self) -> Budget {
+        Budget {
+            max_repetition: self.opts.limits.max_repetition,
+            max_states: (self.opts.limits.max_rules / 2)
+                .saturating_sub(self.rules.len())
+                .min(MAX_AUTOMATON_STATES),
+            max_matcher_states: MAX_AUTOMATON_MATCHER_STATES.saturating_sub(self.automaton_cost),
+        }
+    }
+
+    /// Counts an automaton built within [`Compiler::automaton_budget`].
+    pub fn spend_automaton(&mut self, matcher_states: usize) {
+        self.automaton_cost += matcher_states;
     }
 
     /// Whether `pattern` (at `ptr`) matches `s` as the grammar reads it (ECMA-262,

@@ -322,6 +322,55 @@ impl Chain {
     }
 }
 
+/// The inside of a key that `pattern` (at `ptr`, in `owner`'s `patternProperties`)
+/// matches and that is none of `declared`; `None` when every key it matches is declared.
+fn pattern_key(
+    c: &mut Compiler,
+    owner: &str,
+    ptr: &str,
+    pattern: &str,
+    declared: &[&str],
+    hint: &str,
+) -> Result<Option<Expr>, SchemaError> {
+    let regex_error = |source| SchemaError::Regex {
+        pointer: ptr.to_owned(),
+        source,
+    };
+    let max_rep = c.opts.limits.max_repetition;
+    let why = if declared.is_empty() {
+        None
+    } else {
+        let language = re::StringLanguage {
+            patterns: &[pattern],
+            excluded: declared,
+            min: 0,
+            max: None,
+        };
+        let budget = c.automaton_budget();
+        match re::conjunction(&language, &budget, Encoding::JsonString, &mut c.rules, hint) {
+            Ok(Some((key, cost))) => {
+                c.spend_automaton(cost);
+                return Ok(Some(key));
+            }
+            Ok(None) => return Ok(None),
+            Err(re::ConjunctionError::Pattern(_, source)) => return Err(regex_error(source)),
+            Err(re::ConjunctionError::TooLarge(e)) => Some(e.to_string()),
+        }
+    };
+    if let Some(why) = why {
+        for n in declared {
+            c.warn(
+                owner,
+                "patternProperties",
+                format!("declared property '{n}' matches '{pattern}' and may repeat ({why})"),
+            );
+        }
+    }
+    re::compile_in(pattern, Encoding::JsonString, max_rep, &mut c.rules, hint)
+        .map(Some)
+        .map_err(regex_error)
+}
+
 /// One additional member (`"key": value`), or `None` when no additional property may
 /// appear.
 fn additional_members(
@@ -356,22 +405,18 @@ fn additional_members(
                 "a key matching several patterns gets only one pattern's schema",
             );
         }
+        // Declared names the pattern also matches are members of their own: a key of the
+        // pattern's spells none of them, so that no key repeats.
+        let mut declared = Vec::new();
         for n in names {
             if c.pattern_matches(ptr, pattern, n)? {
-                c.warn(
-                    owner,
-                    "patternProperties",
-                    format!("declared property '{n}' matches '{pattern}' and may repeat"),
-                );
+                declared.push(*n);
             }
         }
         let hint = format!("{ptr}-key");
-        let max_rep = c.opts.limits.max_repetition;
-        let key = re::compile_in(pattern, Encoding::JsonString, max_rep, &mut c.rules, &hint)
-            .map_err(|source| SchemaError::Regex {
-                pointer: (*ptr).to_owned(),
-                source,
-            })?;
+        let Some(key) = pattern_key(c, owner, ptr, pattern, &declared, &hint)? else {
+            continue;
+        };
         let key = c.rules.add(&hint, key);
         let value = c.lower_ptr(ptr)?;
         alts.push(seq(vec![

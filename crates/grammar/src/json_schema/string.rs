@@ -18,13 +18,6 @@ use super::{SchemaError, format};
 use crate::ir::Expr;
 use crate::regex::{self, ConjunctionError, Encoding, RegexError};
 
-/// At most this many states (a rule each) in one string's automaton; fewer where the
-/// grammar is already large, so that no schema passes the rule limit for them.
-const MAX_STATES: usize = 2_000;
-/// At most about this many matcher states for all of a schema's string automata (the
-/// matcher allows 500,000 in all), so that they cannot make a schema that compiled
-/// without them too large to match.
-const MAX_MATCHER_STATES: usize = 150_000;
 /// The longest `maxLength` enforced where it is beyond the repetition limit (as rules of a
 /// repetition each, about a matcher state per character, once per schema per bound).
 /// JSON Schema documents use 4,096, 32,767 and 65,535 most.
@@ -152,13 +145,7 @@ fn together(
         min,
         max: max.map(|(m, _)| *m),
     };
-    let budget = regex::Budget {
-        max_repetition: c.opts.limits.max_repetition,
-        max_states: (c.opts.limits.max_rules / 2)
-            .saturating_sub(c.rules.len())
-            .min(MAX_STATES),
-        max_matcher_states: MAX_MATCHER_STATES.saturating_sub(c.automaton_cost),
-    };
+    let budget = c.automaton_budget();
     let built = regex::conjunction(
         &language,
         &budget,
@@ -168,7 +155,7 @@ fn together(
     );
     let why = match built {
         Ok(Some((e, cost))) => {
-            c.automaton_cost += cost;
+            c.spend_automaton(cost);
             return Ok(e);
         }
         Ok(None) => {
