@@ -18,9 +18,9 @@ use super::{SchemaError, format};
 use crate::ir::Expr;
 use crate::regex::{self, ConjunctionError, Encoding, RegexError};
 
-/// The longest `maxLength` enforced where it is beyond the repetition limit (as rules of a
-/// repetition each, about a matcher state per character, once per schema per bound).
-/// JSON Schema documents use 4,096, 32,767 and 65,535 most.
+/// The longest `maxLength` enforced where it is beyond the repetition limit (a rule per
+/// limit's worth of characters, once per schema per bound, about a matcher state per
+/// character). JSON Schema documents use 4,096, 32,767 and 65,535 most.
 const MAX_LONG_STRING: u64 = 65_536;
 
 /// A regular language the string must be in: where it is written, which keyword, the

@@ -9,6 +9,10 @@
 //! `^` or ends with `$` (per alternative; also inside a group or repetition at the
 //! pattern's edge, as in `^(\w+(\/|$))*$`).
 //!
+//! Several regular languages together (a pattern beside a format, another pattern, a
+//! length bound, excluded strings: [`conjunction`]) are written as one automaton
+//! ([`automaton`]), a rule per state.
+//!
 //! Look-ahead that opens the pattern (`^(?!X)Y`) is written as an automaton ([`lookahead`]);
 //! other look-around, back-references and word boundaries cannot be expressed by a
 //! context-free grammar and are refused with the byte offset in the pattern. Repetition bounds above
