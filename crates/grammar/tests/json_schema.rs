@@ -252,6 +252,14 @@ fn cases() -> Vec<Case> {
             &["{}", "{\"a\":1,\"b\":2,\"c\":3}"],
         ),
         (
+            // An additional key under `propertyNames` spells no declared name.
+            "propertyNames keys beside declared names",
+            json!({"type": "object", "properties": {"ab": {"type": "integer"}},
+                   "propertyNames": {"pattern": "^[a-z]+$"}}),
+            &["{\"ab\":1,\"cd\":\"x\"}", "{\"abc\":\"x\"}", "{\"ab\":1}"],
+            &["{\"ab\":1,\"ab\":\"x\"}", "{\"cd\":1,\"ab\":2}"],
+        ),
+        (
             "propertyNames",
             json!({"type": "object", "propertyNames": {"maxLength": 2}}),
             &["{\"ab\":1}", "{}"],
@@ -412,6 +420,8 @@ fn a_strings_constraints_together_are_all_enforced() {
         json!({"type": "string", "format": "date", "pattern": "^2024"}),
         json!({"type": "object", "properties": {"basic": {"type": "integer"}},
                "patternProperties": {"^[a-z]+$": {"type": "integer"}}}),
+        json!({"type": "object", "properties": {"ab": {"type": "integer"}},
+               "propertyNames": {"pattern": "^[a-z]+$"}}),
     ] {
         let c = compile(&schema, &Options::default()).unwrap();
         let warned: Vec<String> = c.report.warnings().map(|w| w.keyword).collect();

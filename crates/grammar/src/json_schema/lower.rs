@@ -283,8 +283,9 @@ impl<'a> Compiler<'a> {
         Some(sig)
     }
 
-    /// A conjunction restricted to strings (object keys under `propertyNames`).
-    pub fn lower_as_string(&mut self, conj: Conj) -> Result<Expr, SchemaError> {
+    /// A conjunction restricted to strings (object keys under `propertyNames`), none of
+    /// `except` (the object's declared names).
+    pub fn lower_as_string(&mut self, conj: Conj, except: &[&'a str]) -> Result<Expr, SchemaError> {
         if conj.never.is_some() {
             return Ok(fail());
         }
@@ -295,10 +296,18 @@ impl<'a> Compiler<'a> {
                 "anyOf",
                 "branches of a propertyNames schema are not enforced on keys",
             );
+            if !except.is_empty() {
+                self.warn(
+                    &ptr,
+                    "propertyNames",
+                    "an additional key may repeat a declared property",
+                );
+            }
             return Ok(self.any_string());
         }
         let mut c = Constraints::gather(&self.res, &conj, &mut self.report)?;
         c.types = TypeSet(c.types.0 & TypeSet::STRING);
+        c.not_strings.extend(except);
         self.lower_constraints(&conj, c)
     }
 

@@ -35,7 +35,11 @@ struct Member {
     bit: Option<u32>,
 }
 
-pub fn lower(c: &mut Compiler, here: &str, k: &Constraints) -> Result<Expr, SchemaError> {
+pub fn lower<'a>(
+    c: &mut Compiler<'a>,
+    here: &str,
+    k: &Constraints<'a>,
+) -> Result<Expr, SchemaError> {
     // Declared names in the order the conjunction reached their schema objects (a schema,
     // then its `$ref` target and `allOf` members, depth first), then required names no
     // `properties` declares.
@@ -373,11 +377,11 @@ fn pattern_key(
 
 /// One additional member (`"key": value`), or `None` when no additional property may
 /// appear.
-fn additional_members(
-    c: &mut Compiler,
+fn additional_members<'a>(
+    c: &mut Compiler<'a>,
     here: &str,
-    k: &Constraints,
-    names: &[&str],
+    k: &Constraints<'a>,
+    names: &[&'a str],
     has_additional_schema: bool,
 ) -> Result<Option<Expr>, SchemaError> {
     let (t, col) = (c.ws(Slot::Tight), c.ws(Slot::Colon));
@@ -449,16 +453,10 @@ fn additional_members(
             }
         } else {
             let key = if let Some(pn) = k.property_names.first() {
-                if !names.is_empty() {
-                    c.warn(
-                        here,
-                        "propertyNames",
-                        "an additional key may repeat a declared property",
-                    );
-                }
+                // A key `propertyNames` allows, but none of the declared names.
                 let mut pconj = Conj::default();
                 c.res.flatten(pn, &mut pconj)?;
-                c.lower_as_string(pconj)?
+                c.lower_as_string(pconj, names)?
             } else {
                 not_in(c, here, names)
             };
