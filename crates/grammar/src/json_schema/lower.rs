@@ -12,7 +12,9 @@ use super::rules::{RuleSet, alt, fail, lit, rule, seq};
 use super::whitespace::Slot;
 use super::{Compiled, Options, SchemaError, literal, number, prune};
 use crate::ir::{Expr, RuleId};
-use crate::regex::{Budget, PatternMatcher, RegexError};
+use crate::regex::{
+    Budget, ConjunctionError, Encoding, PatternMatcher, RegexError, StringLanguage,
+};
 use crate::report::{Report, Status};
 
 /// At most this many states (a rule each) in one automaton of a string's language
@@ -549,20 +551,32 @@ impl<'a> Compiler<'a> {
         }
     }
 
-    /// The bounds on one more automaton of a string's language.
-    pub fn automaton_budget(&self) -> Budget {
-        Budget {
+    /// A string's language as one automaton inside a JSON string
+    /// ([`crate::regex::conjunction`]), within what is left of the schema's budget for
+    /// them, which it then takes; `Ok(None)` when no string is in it.
+    pub fn string_automaton(
+        &mut self,
+        language: &StringLanguage<'_>,
+        hint: &str,
+    ) -> Result<Option<Expr>, ConjunctionError> {
+        let budget = Budget {
             max_repetition: self.opts.limits.max_repetition,
             max_states: (self.opts.limits.max_rules / 2)
                 .saturating_sub(self.rules.len())
                 .min(MAX_AUTOMATON_STATES),
             max_matcher_states: MAX_AUTOMATON_MATCHER_STATES.saturating_sub(self.automaton_cost),
-        }
-    }
-
-    /// Counts an automaton built within [`Compiler::automaton_budget`].
-    pub fn spend_automaton(&mut self, matcher_states: usize) {
-        self.automaton_cost += matcher_states;
+        };
+        let built = crate::regex::conjunction(
+            language,
+            &budget,
+            Encoding::JsonString,
+            &mut self.rules,
+            hint,
+        )?;
+        Ok(built.map(|(expr, matcher_states)| {
+            self.automaton_cost += matcher_states;
+            expr
+        }))
     }
 
     /// Whether `pattern` (at `ptr`) matches `s` as the grammar reads it (ECMA-262,

@@ -350,12 +350,8 @@ fn pattern_key(
             min: 0,
             max: None,
         };
-        let budget = c.automaton_budget();
-        match re::conjunction(&language, &budget, Encoding::JsonString, &mut c.rules, hint) {
-            Ok(Some((key, cost))) => {
-                c.spend_automaton(cost);
-                return Ok(Some(key));
-            }
+        match c.string_automaton(&language, hint) {
+            Ok(Some(key)) => return Ok(Some(key)),
             Ok(None) => return Ok(None),
             Err(re::ConjunctionError::Pattern(_, source)) => return Err(regex_error(source)),
             Err(re::ConjunctionError::TooLarge(e)) => Some(e.to_string()),

@@ -145,19 +145,8 @@ fn together(
         min,
         max: max.map(|(m, _)| *m),
     };
-    let budget = c.automaton_budget();
-    let built = regex::conjunction(
-        &language,
-        &budget,
-        Encoding::JsonString,
-        &mut c.rules,
-        &hint,
-    );
-    let why = match built {
-        Ok(Some((e, cost))) => {
-            c.spend_automaton(cost);
-            return Ok(e);
-        }
+    let why = match c.string_automaton(&language, &hint) {
+        Ok(Some(e)) => return Ok(e),
         Ok(None) => {
             let at = regular.first().map_or(min_ptr, |r| &r.ptr);
             return Ok(c.empty(
